@@ -1,0 +1,1 @@
+"""Benchmark metric functions (see the submodules wse, ncp, endings)."""
