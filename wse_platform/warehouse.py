@@ -31,6 +31,18 @@ class WarehouseError(RuntimeError):
     pass
 
 
+def sql_to_polars(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
+    """Run `sql` and return polars (empty frame for statements without a result).
+
+    Goes through a relation's Arrow table: works on duckdb 1.x and 2.x (which renamed
+    fetch_arrow_table → to_arrow_table and dropped polars output on connections)."""
+    rel = con.sql(sql, params=params or None)
+    if rel is None:
+        return pl.DataFrame()
+    table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()
+    return pl.from_arrow(table)
+
+
 class Warehouse:
     def __init__(self, path: str | Path, sql_dir: Path = SQL_DIR, lock_timeout: float = 600.0):
         self.path = Path(path)
@@ -141,10 +153,7 @@ class Warehouse:
         """Run a query and return a polars DataFrame (read-only connection when the file exists)."""
         self.ensure_schema()
         with self.connect(read_only=True) as con:
-            rel = con.execute(sql, params or [])
-            if rel.description is None:
-                return pl.DataFrame()
-            return pl.from_arrow(rel.fetch_arrow_table())
+            return sql_to_polars(con, sql, params)
 
     def table(self, name: str, where: Mapping[str, Any] | None = None) -> pl.DataFrame:
         where = where or {}

@@ -1,0 +1,233 @@
+"""`wse` — the command line: demo, materialize, status, sql, ui, validate.
+
+    wse demo                         set up and materialize everything at demo scale, show results
+    wse materialize [--select K ...] [--partition P ...] [--stale] [--no-cache]
+    wse status [--all]               stale and missing cells with their causes
+    wse sql "SELECT ..."             read-only SQL against the warehouse
+    wse ui                           dagster dev on 127.0.0.1
+    wse validate ncp-spec PATH ...   check NCP-Bench spec files
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+warnings.filterwarnings("ignore", message=".*is currently in (beta|preview).*")
+
+DEMO_TABLES = ("wse_cell_metrics", "ncp_summary", "endings_corpus_tension", "llm_usage")
+
+
+def _settings(args):
+    from wse_platform.config import ConfigError, load_settings
+    try:
+        return load_settings(args.config)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _defs(args):
+    from wse_platform.definitions import build_definitions
+    return build_definitions(args.config, no_cache=getattr(args, "no_cache", False))
+
+
+def _select(defs, patterns: list[str] | None):
+    from wse_platform.runner import materializable
+    keys = list(materializable(defs))
+    if not patterns:
+        return keys
+    graph = defs.resolve_asset_graph()
+    chosen = []
+    for k in keys:
+        name = k.to_user_string()
+        group = graph.get(k).group_name
+        if any(fnmatch.fnmatch(name, p) or p == f"group:{group}" for p in patterns):
+            chosen.append(k)
+    if not chosen:
+        raise SystemExit(f"error: --select {patterns} matches no asset")
+    return chosen
+
+
+def cmd_materialize(args) -> int:
+    from wse_platform.runner import execute, get_instance, observe_sources, plan
+    from wse_platform.status import compute_status
+
+    settings = _settings(args)
+    if args.config:
+        os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
+    instance = get_instance(settings)
+    defs = _defs(args)
+    graph = defs.resolve_asset_graph()
+    keys = _select(defs, args.select)
+    t0 = time.perf_counter()
+    observe_sources(defs, instance)
+    partitions: dict = {}
+    if args.stale:
+        todo = [c for c in compute_status(defs, instance) if c.asset in {k.to_user_string() for k in keys}]
+        by_asset: dict[str, list] = {}
+        for c in todo:
+            by_asset.setdefault(c.asset, []).append(c.partition)
+        keys = [k for k in keys if k.to_user_string() in by_asset]
+        for k in keys:
+            pks = by_asset[k.to_user_string()]
+            partitions[k] = None if pks == [None] else pks
+        # Partitioned assets in one run group must share their partition list: run the union.
+        _unify_partition_lists(graph, keys, partitions)
+    else:
+        for k in keys:
+            pdef = graph.get(k).partitions_def
+            partitions[k] = (args.partition or list(pdef.get_partition_keys())) if pdef else None
+    if not keys:
+        print("nothing to do: every selected asset is fresh")
+        return 0
+    steps = plan(defs, keys, partitions)
+    report = execute(defs, steps, instance, tags={"wse/cli": "materialize", "wse/stale": str(args.stale).lower()})
+    dt = time.perf_counter() - t0
+    failed = [s for s, ok, _ in report.steps if not ok]
+    print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
+    return 1 if failed else 0
+
+
+def _unify_partition_lists(graph, keys, partitions) -> None:
+    by_pdef: dict = {}
+    for k in keys:
+        pdef = graph.get(k).partitions_def
+        if pdef is not None and partitions.get(k) is not None:
+            by_pdef.setdefault(id(pdef), set()).update(partitions[k])
+    for k in keys:
+        pdef = graph.get(k).partitions_def
+        if pdef is not None and partitions.get(k) is not None:
+            order = list(pdef.get_partition_keys())
+            union = by_pdef[id(pdef)]
+            partitions[k] = [p for p in order if p in union]
+
+
+def cmd_status(args) -> int:
+    from wse_platform.runner import get_instance, observe_sources
+    from wse_platform.status import compute_status
+
+    settings = _settings(args)
+    instance = get_instance(settings)
+    defs = _defs(args)
+    t0 = time.perf_counter()
+    observe_sources(defs, instance)
+    rows = compute_status(defs, instance, only_problems=not args.all)
+    for r in rows:
+        where = f"[{r.partition}]" if r.partition else ""
+        print(f"{r.status:8s} {r.asset}{where}")
+        for c in r.causes:
+            print(f"         - {c}")
+    n_stale = sum(r.status == "stale" for r in rows)
+    n_missing = sum(r.status == "missing" for r in rows)
+    print(f"{n_stale} stale, {n_missing} missing ({time.perf_counter() - t0:.1f}s)")
+    return 0
+
+
+def cmd_sql(args) -> int:
+    import polars as pl
+
+    from wse_platform.warehouse import Warehouse, sql_to_polars
+    settings = _settings(args)
+    if not settings.warehouse.exists():
+        print(f"error: no warehouse at {settings.warehouse} yet (run `wse demo` or `wse materialize`)", file=sys.stderr)
+        return 2
+    wh = Warehouse(settings.warehouse)
+    try:
+        with wh.connect(read_only=True) as con:
+            df = sql_to_polars(con, args.query)
+    except Exception as err:  # duckdb errors, including attempted writes on a read-only connection
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    with pl.Config(tbl_rows=args.limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+        print(df)
+    return 0
+
+
+def cmd_ui(args) -> int:
+    from wse_platform.runner import ensure_dagster_home
+    settings = _settings(args)
+    ensure_dagster_home(settings)
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    if args.config:
+        env["WSE_CONFIG"] = str(Path(args.config).resolve())
+    cmd = ["dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
+    print("running:", " ".join(cmd))
+    return subprocess.call(cmd, env=env, cwd=root)
+
+
+def cmd_validate(args) -> int:
+    if args.kind == "ncp-spec":
+        from wse_platform.ncp.validate import main as validate_main
+        return validate_main([str(p) for p in args.paths])
+    print(f"error: unknown kind {args.kind}", file=sys.stderr)
+    return 2
+
+
+def cmd_demo(args) -> int:
+    from wse_platform.warehouse import Warehouse
+
+    settings = _settings(args)
+    t0 = time.perf_counter()
+    args.select, args.partition, args.stale = None, None, True
+    rc = cmd_materialize(args)
+    wh = Warehouse(settings.warehouse)
+    print(f"\nwarehouse: {settings.warehouse}")
+    print(f"query it:  wse sql \"SELECT * FROM wse_cell_metrics\"  (tables: wse sql \"SHOW TABLES\")")
+    import polars as pl
+    existing = set(wh.tables())
+    with pl.Config(tbl_rows=6, tbl_cols=8, fmt_str_lengths=30, tbl_width_chars=160):
+        for table in DEMO_TABLES:
+            if table in existing:
+                print(f"\n{table}:")
+                print(wh.query(f'SELECT * FROM "{table}" LIMIT 6'))
+    print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s ({'ok' if rc == 0 else 'with failures'})")
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wse", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", help="config file (default: $WSE_CONFIG or ./wse.yaml)")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("demo", help="materialize everything at demo scale and show results")
+    p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("materialize", help="materialize assets (all partitions unless --partition/--stale)")
+    p.add_argument("--select", nargs="*", help="asset names or globs, or group:<name>")
+    p.add_argument("--partition", nargs="*", help="partition keys, e.g. 'B1|smollm2'")
+    p.add_argument("--stale", action="store_true", help="only stale or missing partitions")
+    p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    p.set_defaults(func=cmd_materialize)
+
+    p = sub.add_parser("status", help="list stale and missing cells with causes")
+    p.add_argument("--all", action="store_true", help="also list fresh ones")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("sql", help="read-only SQL against the warehouse")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=50, help="rows to print")
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
+    p.add_argument("--port", type=int, default=3000)
+    p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("validate", help="validate input files")
+    p.add_argument("kind", choices=["ncp-spec"])
+    p.add_argument("paths", nargs="+")
+    p.set_defaults(func=cmd_validate)
+
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

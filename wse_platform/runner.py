@@ -1,0 +1,174 @@
+"""Launch materializations in-process, many partitions per process, stale-only when asked.
+
+This is the Dagster entry layer (like `definitions.py`), not domain code. Each
+`dagster asset materialize` call pays ~4 s of start-up; here one process plans the whole
+selection and executes it run by run: unpartitioned assets once, partitioned ones per
+partition key, in dependency order. Runs are recorded in the Dagster instance at
+$DAGSTER_HOME, so the UI, staleness and `wse status` see them.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dagster import (
+    AssetKey,
+    AssetsDefinition,
+    AssetSelection,
+    DagsterInstance,
+    Definitions,
+    SourceAsset,
+    materialize,
+)
+
+from wse_platform.config import Settings
+
+DAGSTER_YAML = """\
+# Written by wse-platform. Telemetry off; a run queue with per-backend concurrency limits
+# (run tag `wse/backend`), so parallel cells respect each backend's limit.
+telemetry:
+  enabled: false
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    max_concurrent_runs: {max_runs}
+    tag_concurrency_limits:
+{limits}
+"""
+
+
+def ensure_dagster_home(settings: Settings) -> Path:
+    """Point $DAGSTER_HOME at a persistent instance (next to the warehouse) unless already set."""
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.warehouse.parent / "dagster_home")
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home)
+    cfg = home / "dagster.yaml"
+    limits = "\n".join(
+        f"      - key: wse/backend\n        value: {backend}\n        limit: {n}"
+        for backend, n in sorted(settings.concurrency.items()))
+    text = DAGSTER_YAML.format(max_runs=max(4, sum(settings.concurrency.values())), limits=limits or "      []")
+    if not cfg.exists() or cfg.read_text() != text:
+        cfg.write_text(text)
+    return home
+
+
+def get_instance(settings: Settings) -> DagsterInstance:
+    ensure_dagster_home(settings)
+    return DagsterInstance.get()
+
+
+# Runs log to the instance (UI) in full; the terminal only shows warnings and our own progress.
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+@dataclass
+class RunPlanStep:
+    """One in-process run: a set of assets sharing a partitions definition, for one partition (or none)."""
+    keys: list[AssetKey]
+    partition_key: str | None
+
+    def label(self) -> str:
+        names = ", ".join(k.to_user_string() for k in self.keys)
+        return f"[{self.partition_key}] {names}" if self.partition_key else names
+
+
+@dataclass
+class RunReport:
+    steps: list[tuple[RunPlanStep, bool, float]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(ok for _, ok, _ in self.steps)
+
+
+def materializable(defs: Definitions) -> dict[AssetKey, AssetsDefinition]:
+    out: dict[AssetKey, AssetsDefinition] = {}
+    for a in defs.assets or []:
+        if isinstance(a, AssetsDefinition) and a.is_materializable:
+            for k in a.keys:
+                out[k] = a
+    return out
+
+
+def observable_sources(defs: Definitions) -> list:
+    return [a for a in defs.assets or []
+            if (isinstance(a, SourceAsset) and a.is_observable)
+            or (isinstance(a, AssetsDefinition) and a.is_observable and not a.is_materializable)]
+
+
+def observe_sources(defs: Definitions, instance: DagsterInstance) -> None:
+    """Record fresh observations of the config source assets (their data versions)."""
+    from dagster._core.definitions.observe import observe  # public `observe` is not re-exported
+
+    for src in observable_sources(defs):
+        observe([src], instance=instance, resources=defs.resources, run_config=QUIET_RUN_CONFIG)
+
+
+def plan(defs: Definitions, keys: Iterable[AssetKey],
+         partitions: dict[AssetKey, list[str] | None]) -> list[RunPlanStep]:
+    """Dependency-ordered run steps. `partitions[key]` = the partition keys to run (None = unpartitioned)."""
+    graph = defs.resolve_asset_graph()
+    todo = set(keys)
+    done: set[AssetKey] = set()
+    steps: list[RunPlanStep] = []
+    while todo:
+        ready = [k for k in todo if not (graph.get(k).parent_keys & todo)]
+        if not ready:
+            raise RuntimeError(f"dependency cycle among {sorted(k.to_user_string() for k in todo)}")
+        # Group ready assets by partitions definition; run the groups one after another.
+        groups: dict[object, list[AssetKey]] = {}
+        for k in sorted(ready, key=lambda k: k.to_user_string()):
+            groups.setdefault(graph.get(k).partitions_def, []).append(k)
+        pdef, group = next(iter(groups.items()))
+        # Keep downstream assets of the same partitioning in the same run (fewer runs).
+        grew = True
+        while grew:
+            grew = False
+            for k in sorted(todo - set(group), key=lambda k: k.to_user_string()):
+                node = graph.get(k)
+                if (node.partitions_def == pdef and node.parent_keys & todo <= set(group)
+                        and partitions.get(k) == partitions.get(group[0])):
+                    group.append(k)
+                    grew = True
+        pks = partitions.get(group[0])
+        if pdef is None or pks is None:
+            steps.append(RunPlanStep(group, None))
+        else:
+            steps.extend(RunPlanStep(group, pk) for pk in pks)
+        todo -= set(group)
+        done |= set(group)
+    return steps
+
+
+def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterInstance,
+            tags: dict[str, str] | None = None, echo=print) -> RunReport:
+    assets = [a for a in defs.assets or [] if isinstance(a, (AssetsDefinition, SourceAsset))]
+    assets += [c for c in (defs.asset_checks or [])]
+    report = RunReport()
+    for i, step in enumerate(steps, 1):
+        t0 = time.perf_counter()
+        echo(f"[{i}/{len(steps)}] materializing {step.label()}")
+        result = materialize(
+            assets, instance=instance, resources=defs.resources, partition_key=step.partition_key,
+            run_config=QUIET_RUN_CONFIG,
+            selection=AssetSelection.assets(*step.keys), raise_on_error=False, tags=tags or {},
+        )
+        dt = time.perf_counter() - t0
+        report.steps.append((step, result.success, dt))
+        if not result.success:
+            echo(f"    FAILED after {dt:.1f}s: {_first_error(result)}")
+        else:
+            echo(f"    ok ({dt:.1f}s)")
+    return report
+
+
+def _first_error(result) -> str:
+    for ev in result.all_events:
+        if ev.is_failure and ev.step_failure_data and ev.step_failure_data.error:
+            err = ev.step_failure_data.error
+            return f"{ev.step_key}: {err.message.strip()}"
+    return "see the run log in the Dagster UI"

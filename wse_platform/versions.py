@@ -1,0 +1,146 @@
+"""What determines each asset's output, as short fingerprints.
+
+These fingerprints are the data versions of the config source assets: a generation cell's
+version changes exactly when its model's backend id / revision / quantization / sampling,
+the prompts of the roles it uses, the architecture's code or the scale profile change; a
+judge configuration's version changes when its model, prompt version/wording or count change.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from wse_platform.config import REPO_ROOT, Settings
+from wse_platform.prompts import SHIPPED_DIR, get_prompt
+
+# Prompt roles that belong to judging (everything else in a benchmark's prompt folder generates).
+JUDGE_ROLES = {
+    "wse": {"consistency_judge", "richness_judge"},
+    "endings": {"judge"},
+}
+NCP_GENERATION_PREFIXES = ("player", "narrator", "memory")
+NCP_EXTRACTION_PREFIXES = ("extract",)
+ENDINGS_FORECAST_ROLES = {"forecast"}
+
+# Domain code whose change alters generated outputs (architecture code versions).
+GENERATION_CODE = {
+    "wse": ["wse_platform/wse/simulate.py", "wse_platform/wse/agents.py", "wse_platform/wse/reducer.py",
+            "wse_platform/wse/schemas.py", "wse_platform/wse/seeds.py", "wse_platform/wse/architecture.py"],
+    "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/memory.py", "wse_platform/ncp/ledger.py",
+            "wse_platform/ncp/schemas.py"],
+    "endings": ["wse_platform/endings/pipelines.py", "wse_platform/endings/forecast.py"],
+}
+JUDGE_CODE = {
+    "wse": ["wse_platform/wse/judges.py"],
+    "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/reaudit.py"],
+    "endings": ["wse_platform/endings/judge.py"],
+}
+
+
+def fingerprint(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def file_hash(rel: str) -> str:
+    path = REPO_ROOT / rel
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "absent"
+
+
+def _prompt_names(bench: str, version: str = "v1") -> list[str]:
+    return sorted(p.name[: -len(f".{version}.md")] for p in (SHIPPED_DIR / bench).glob(f"*.{version}.md"))
+
+
+def prompt_shas(bench: str, names: list[str], version: str, prompts_dir: str | None) -> dict[str, str]:
+    out = {}
+    for name in names:
+        try:
+            out[name] = get_prompt(f"{bench}.{name}", version, prompts_dir).sha
+        except Exception as err:  # a missing prompt must still change the version, not crash status
+            out[name] = f"missing:{type(err).__name__}"
+    return out
+
+
+def _scale(settings: Settings, section: str) -> dict[str, Any]:
+    sec = getattr(settings, section).model_dump()
+    keys = {"wse": ["horizon", "n_seeds"], "ncp": ["t_max", "n_specs", "sampling", "player_model"],
+            "endings": ["k", "position_stride", "max_human_stories", "n_ideas", "story_sampling",
+                        "forecast_sampling", "forecaster", "min_words", "max_words", "ideas_file"]}[section]
+    return {k: sec.get(k) for k in keys} | {"profile": settings.profile}
+
+
+def wse_cell_version(settings: Settings, model: str, arch: str) -> str:
+    gen = [n for n in _prompt_names("wse") if n not in JUDGE_ROLES["wse"]]
+    return fingerprint("wse-gen", settings.model(model).identity(), arch, _scale(settings, "wse"),
+                       settings.wse.sampling.model_dump(), prompt_shas("wse", gen, "v1", settings.prompts_dir),
+                       {f: file_hash(f) for f in GENERATION_CODE["wse"]})
+
+
+def wse_judge_version(settings: Settings) -> str:
+    judges = {}
+    for role in ("consistency_judge", "richness_judge"):
+        j = getattr(settings.wse, role)
+        if j is not None:
+            judges[role] = [j.model_dump(), settings.model(j.model).identity(),
+                            prompt_shas("wse", [role], j.prompt_version, settings.prompts_dir)]
+    return fingerprint("wse-judge", judges, {f: file_hash(f) for f in JUDGE_CODE["wse"]})
+
+
+def ncp_cell_version(settings: Settings, model: str, arch: str) -> str:
+    gen = [n for n in _prompt_names("ncp") if n.startswith(NCP_GENERATION_PREFIXES)]
+    player = settings.ncp.player_model
+    return fingerprint("ncp-gen", settings.model(model).identity(), arch, _scale(settings, "ncp"),
+                       settings.model(player).identity() if player else None,
+                       prompt_shas("ncp", gen, "v1", settings.prompts_dir),
+                       # the in-loop auditor decides when an episode ends, so it shapes the transcript
+                       ncp_auditor_version(settings),
+                       {f: file_hash(f) for f in GENERATION_CODE["ncp"]})
+
+
+def ncp_auditor_version(settings: Settings) -> str:
+    a = settings.ncp.auditor
+    if a is None:
+        return "none"
+    names = [n for n in _prompt_names("ncp", a.prompt_version)
+             if not n.startswith(NCP_GENERATION_PREFIXES + NCP_EXTRACTION_PREFIXES)]
+    return fingerprint("ncp-auditor", a.model_dump(), settings.model(a.model).identity(),
+                       prompt_shas("ncp", names, a.prompt_version, settings.prompts_dir))
+
+
+def ncp_reaudit_version(settings: Settings) -> str:
+    out = []
+    for a in settings.ncp.reaudit_auditors:
+        names = [n for n in _prompt_names("ncp", a.prompt_version)
+                 if not n.startswith(NCP_GENERATION_PREFIXES + NCP_EXTRACTION_PREFIXES)]
+        out.append([a.model_dump(), settings.model(a.model).identity(),
+                    prompt_shas("ncp", names, a.prompt_version, settings.prompts_dir)])
+    return fingerprint("ncp-reaudit", out, {f: file_hash(f) for f in JUDGE_CODE["ncp"]})
+
+
+def endings_set_version(settings: Settings, set_key: str) -> str:
+    gen = [n for n in _prompt_names("endings") if n not in JUDGE_ROLES["endings"]]
+    model = set_key.split(":")[1] if set_key.startswith("gen:") else None
+    corpus = None
+    if set_key.startswith("human:"):
+        name = set_key.split(":", 1)[1]
+        corpus = next((c.model_dump() for c in settings.endings.corpora if c.name == name), None)
+    return fingerprint("endings-gen", set_key, settings.model(model).identity() if model else corpus,
+                       settings.model(settings.endings.forecaster).identity() if settings.endings.forecaster else None,
+                       _scale(settings, "endings"), prompt_shas("endings", gen, "v1", settings.prompts_dir),
+                       {f: file_hash(f) for f in GENERATION_CODE["endings"]})
+
+
+def endings_judge_version(settings: Settings) -> str:
+    e = settings.endings
+    return fingerprint("endings-judge", e.judge, settings.model(e.judge).identity() if e.judge else None,
+                       e.judge_prompt_version, e.judge_sampling.model_dump(),
+                       prompt_shas("endings", ["judge"], e.judge_prompt_version, settings.prompts_dir),
+                       {f: file_hash(f) for f in JUDGE_CODE["endings"]})
+
+
+def code_version_of(*paths: str | Path) -> str:
+    """Hash of source files (repo-relative or absolute) — an asset's code version."""
+    return fingerprint([file_hash(str(Path(p).relative_to(REPO_ROOT)) if Path(p).is_absolute() else str(p))
+                        for p in paths])
