@@ -38,12 +38,12 @@ ENDINGS_PIPELINES: tuple[str, ...] = ("vanilla", "beats", "warmup_beats")
 SCALE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     "demo": {
         "wse": {"horizon": 3, "n_seeds": 2, "bootstrap_draws": 200},
-        "ncp": {"t_max": 3, "n_specs": 2},
+        "ncp": {"t_max": 3, "n_specs": 2, "n_extraction_specs": 1},
         "endings": {"k": 4, "position_stride": 12, "max_human_stories": 2, "n_ideas": 1},
     },
     "paper": {
         "wse": {"horizon": 20, "n_seeds": 42, "bootstrap_draws": 10_000},
-        "ncp": {"t_max": 100, "n_specs": 100},
+        "ncp": {"t_max": 100, "n_specs": 100, "n_extraction_specs": 100},
         "endings": {"k": 100, "position_stride": 1, "max_human_stories": None, "n_ideas": None},
     },
 }
@@ -119,7 +119,9 @@ class NCPConfig(_Strict):
     extraction_models: list[str] = Field(default_factory=list)
     t_max: int | None = None
     n_specs: int | None = None
+    n_extraction_specs: int | None = None
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.6, top_p=0.95, max_tokens=8092))
+    extraction_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=1024))
 
     @field_validator("architectures")
     @classmethod

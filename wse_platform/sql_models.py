@@ -47,7 +47,7 @@ class SQLModel:
             try:
                 con.execute("BEGIN TRANSACTION")
                 con.execute(f'CREATE OR REPLACE TABLE "{self.name}" AS {body}')
-                n = con.execute(f'SELECT count(*) FROM "{self.name}"').fetchone()[0]
+                n = con.execute(f'SELECT count(*) FROM "{self.name}"').fetchall()[0][0]
                 con.execute("COMMIT")
             except duckdb.Error as err:
                 con.execute("ROLLBACK")

@@ -130,12 +130,12 @@ class Warehouse:
             con.execute("BEGIN TRANSACTION")
             try:
                 con.register("_wse_rows", df.to_arrow())
-                before = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+                before = con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
                 con.execute(
                     f'INSERT INTO "{table}" BY NAME SELECT * FROM _wse_rows r '
                     f'WHERE NOT EXISTS (SELECT 1 FROM "{table}" t WHERE t."{id_column}" = r."{id_column}")'
                 )
-                after = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+                after = con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
                 con.unregister("_wse_rows")
                 con.execute("COMMIT")
             except Exception as err:

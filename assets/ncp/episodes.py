@@ -1,0 +1,136 @@
+"""NCP-Bench episode assets: live episodes per cell (narrator model × arch) and their re-audits.
+
+Thin: the loop lives in `wse_platform.ncp.episode`, the replay in `wse_platform.ncp.reaudit`.
+(No `from __future__ import annotations`: Dagster needs real annotations on resources.)
+"""
+import polars as pl
+from dagster import AssetSpec, MaterializeResult, MetadataValue, multi_asset
+
+from assets.helpers import markdown_preview
+from assets.partitions import BenchmarkPartitions, cell_of
+from assets.versioning import code_version
+from resources import LLMResource, SettingsResource, WarehouseResource
+from wse_platform import versions
+from wse_platform.config import Settings
+from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame, run_episodes, turn_frame)
+from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
+from wse_platform.ncp.spec import NarrativeSpec
+
+GROUP = "ncp_bench"
+PROMPTS = [f"wse_platform/prompts/ncp/{n}.v1.md" for n in (
+    "player_adversarial", "player_natural", "narrator", "memory_summary", "fact_update", "conflict_check",
+    "conflict_confirm", "node_update", "commitment_status")]
+EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/ledger.py", "wse_platform/ncp/memory.py",
+                "wse_platform/ncp/schemas.py", *PROMPTS)
+REAUDIT_CODE = (*EPISODE_CODE, "wse_platform/ncp/reaudit.py")
+
+
+def specs_from_table(wh, limit=None) -> list[NarrativeSpec]:
+    """The validated specs stored in `ncp_specs`, in evaluation order (first `limit`)."""
+    df = wh.query("SELECT spec_id, eval_order, spec_json, source_file FROM ncp_specs ORDER BY eval_order")
+    if df.is_empty():
+        raise ValueError("ncp_specs is empty: materialize ncp_specs before NCP episodes")
+    rows = list(df.iter_rows(named=True))[: limit if limit is not None else None]
+    return [NarrativeSpec.model_validate_json(r["spec_json"]).with_origin(r["source_file"], r["eval_order"])
+            for r in rows]
+
+
+def reaudit_auditors(settings: Settings) -> list[AuditorSetup]:
+    """The in-loop auditor (a replay baseline, answered from the cache) plus `ncp.reaudit_auditors`."""
+    judges = ([settings.ncp.auditor] if settings.ncp.auditor is not None else []) + list(settings.ncp.reaudit_auditors)
+    out: dict[str, AuditorSetup] = {}
+    for j in judges:
+        a = AuditorSetup.from_judge(j)
+        out.setdefault(a.auditor_id, a)
+    return list(out.values())
+
+
+def _result(key: str, df: pl.DataFrame, n: int, extra: dict) -> MaterializeResult:
+    return MaterializeResult(asset_key=key, metadata={
+        "dagster/row_count": n, "table": key, "preview": MetadataValue.md(markdown_preview(df)), **extra})
+
+
+def build(settings: Settings, parts: BenchmarkPartitions) -> list:
+    if parts.ncp is None:
+        return []
+
+    @multi_asset(
+        specs=[
+            AssetSpec("ncp_episodes", deps=["ncp_specs", "ncp_cell_config"], group_name=GROUP,
+                      kinds={"duckdb", "llm"},
+                      description="One row per NCP-Bench episode of a cell (narrator model × architecture, the "
+                                  "partition) on the first `ncp.n_specs` specs: turns survived, termination "
+                                  "(CONFLICT / SUCCESS / SURVIVAL / INVALID), confirmed conflict kinds, "
+                                  "trajectory progress, satisfied-commitment share, the role of an invalid output."),
+            AssetSpec("ncp_turns", deps=["ncp_specs", "ncp_cell_config"], group_name=GROUP, kinds={"duckdb", "llm"},
+                      description="One row per turn of every episode (turn 0 = opening narration): player input, "
+                                  "narrator response, fact diff, conflict report (double-checked), node assessment, "
+                                  "commitment statuses, ledger snapshot and the LLM call ids."),
+        ],
+        partitions_def=parts.ncp,
+        code_version=code_version(*EPISODE_CODE),
+    )
+    def ncp_episodes(context, settings: SettingsResource, warehouse: WarehouseResource, llm: LLMResource):
+        s = settings.get()
+        model, arch = cell_of(context.partition_key)
+        wh = warehouse.get()
+        specs = specs_from_table(wh, s.ncp.n_specs)
+        setup = EpisodeSetup.from_settings(s, model, arch,
+                                           generation_version=versions.ncp_cell_version(s, model, arch))
+        with llm.session(context) as client:
+            result = run_episodes(client, specs, setup,
+                                  progress=lambda t, T: context.log.info(f"NCP {model}/{arch}: turn {t}/{T} done"))
+        eps = episode_frame(result.episode_rows())
+        turns = turn_frame(result.turn_rows())
+        key = {"model": model, "arch": arch}
+        n_eps = wh.replace_partition("ncp_episodes", eps, key)
+        n_turns = wh.replace_partition("ncp_turns", turns, key)
+        terms = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
+        yield _result("ncp_episodes", eps, n_eps, {"terminations": MetadataValue.json(terms),
+                                                   "auditor_id": setup.auditor.auditor_id})
+        yield _result("ncp_turns", turns, n_turns, {})
+
+    @multi_asset(
+        specs=[
+            AssetSpec("ncp_reaudit_episodes", deps=["ncp_turns", "ncp_reaudit_config"], group_name=GROUP,
+                      kinds={"duckdb", "llm"},
+                      description="Stored episode transcripts of a cell replayed turn by turn by each auditor "
+                                  "configuration (the in-loop auditor, then `ncp.reaudit_auditors`); one row per "
+                                  "episode × auditor. The first confirmed conflict ends a replay; a transcript that "
+                                  "runs out is CENSORED there (SURVIVAL if it reached T_max). Narrator and player "
+                                  "are never called."),
+            AssetSpec("ncp_reaudit_turns", deps=["ncp_turns", "ncp_reaudit_config"], group_name=GROUP,
+                      kinds={"duckdb", "llm"},
+                      description="Per-turn audit records of the re-audits (same layout as ncp_turns)."),
+        ],
+        partitions_def=parts.ncp,
+        code_version=code_version(*REAUDIT_CODE),
+    )
+    def ncp_reaudit_episodes(context, settings: SettingsResource, warehouse: WarehouseResource, llm: LLMResource):
+        s = settings.get()
+        model, arch = cell_of(context.partition_key)
+        wh = warehouse.get()
+        stored = wh.query("SELECT model, arch, spec_id, turn, player_input, narrator_text FROM ncp_turns "
+                          "WHERE model = ? AND arch = ? ORDER BY spec_id, turn", [model, arch])
+        transcripts = transcripts_from_rows(stored.iter_rows(named=True))
+        specs = {sp.spec_id: sp for sp in specs_from_table(wh)}
+        eps_frames, turn_frames, per_auditor = [], [], {}
+        with llm.session(context) as client:
+            for auditor in reaudit_auditors(s):
+                res = reaudit(client, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
+                              sampling=s.ncp.sampling)
+                eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
+                key = {"model": model, "arch": arch, "auditor_id": auditor.auditor_id}
+                wh.replace_partition("ncp_reaudit_episodes", eps, key)
+                wh.replace_partition("ncp_reaudit_turns", turns, key)
+                eps_frames.append(eps)
+                turn_frames.append(turns)
+                per_auditor[auditor.auditor_id] = {str(k): int(v) for k, v in
+                                                   eps["termination"].value_counts().iter_rows()}
+        all_eps = pl.concat(eps_frames) if eps_frames else episode_frame([])
+        all_turns = pl.concat(turn_frames) if turn_frames else turn_frame([])
+        yield _result("ncp_reaudit_episodes", all_eps, all_eps.height,
+                      {"terminations_by_auditor": MetadataValue.json(per_auditor)})
+        yield _result("ncp_reaudit_turns", all_turns, all_turns.height, {})
+
+    return [ncp_episodes, ncp_reaudit_episodes]

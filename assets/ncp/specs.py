@@ -1,0 +1,162 @@
+"""NCP-Bench spec assets: the released specs, their statistics (Table 6), and LLM extraction from synopses.
+
+Thin: loading, statistics and extraction live in `wse_platform.ncp.{spec,stats,extraction}`.
+(No `from __future__ import annotations`: Dagster needs real annotations on resources.)
+"""
+import polars as pl
+from dagster import (AssetCheckResult, AssetCheckSeverity, AssetSpec, MaterializeResult, MetadataValue, asset,
+                     asset_check, multi_asset)
+
+from assets.helpers import markdown_preview, write_table
+from assets.partitions import BenchmarkPartitions
+from assets.versioning import code_version
+from resources import LLMResource, SettingsResource, WarehouseResource
+from wse_platform.config import Settings
+from wse_platform.ncp.extraction import ROLES, compare_extracted, extract_specs, extraction_rows
+from wse_platform.ncp.spec import NCP_DATASET_DIR, NarrativeSpec, load_specs
+from wse_platform.ncp.stats import spec_breakdown, spec_rows, spec_stats, table6_display
+
+GROUP = "ncp_bench"
+SPEC_CODE = ("wse_platform/ncp/spec.py",)
+STATS_CODE = (*SPEC_CODE, "wse_platform/ncp/stats.py")
+EXTRACTION_CODE = (*SPEC_CODE, "wse_platform/ncp/extraction.py",
+                   *(f"wse_platform/prompts/ncp/{role.split('.', 1)[1]}.v1.md" for role in ROLES.values()))
+
+
+def _specs_from_table(wh, spec_ids=None) -> list[NarrativeSpec]:
+    """The specs stored in `ncp_specs`, in evaluation order."""
+    df = wh.query("SELECT spec_id, eval_order, spec_json, source_file FROM ncp_specs ORDER BY eval_order")
+    out = []
+    for row in df.iter_rows(named=True):
+        if spec_ids is not None and row["spec_id"] not in spec_ids:
+            continue
+        out.append(NarrativeSpec.model_validate_json(row["spec_json"]).with_origin(row["source_file"],
+                                                                                   row["eval_order"]))
+    return out
+
+
+def _keyed(key: str, result: MaterializeResult) -> MaterializeResult:
+    """The same result addressed to one output of a multi-asset."""
+    return MaterializeResult(asset_key=key, metadata=result.metadata)
+
+
+def _problems_markdown(problems) -> str:
+    if not problems:
+        return "_(none)_"
+    return "\n".join(f"- `{p.line()}`" for p in problems)
+
+
+def build(settings: Settings, parts: BenchmarkPartitions) -> list:
+    @asset(
+        name="ncp_specs",
+        group_name=GROUP,
+        kinds={"duckdb"},
+        code_version=code_version(*STATS_CODE),
+        description="One row per released NCP-Bench narrative spec (data/ncp_bench, MIT) that validates: "
+                    "evaluation order from index.yaml, title (display form without '——'), genres, player "
+                    "role, counts of facts / commitments / nodes / commitment types, derived commitment → "
+                    "node links and the full spec as JSON. Specs with problems are left out and listed by "
+                    "the `ncp_specs_valid` check.",
+    )
+    def ncp_specs(warehouse: WarehouseResource):
+        specs, problems = load_specs(NCP_DATASET_DIR)
+        return write_table(warehouse.get(), "ncp_specs", spec_rows(specs), extra_metadata={
+            "n_specs": len(specs),
+            "n_problems": len(problems),
+            "problems": MetadataValue.md(_problems_markdown(problems)),
+        })
+
+    @asset_check(asset=ncp_specs, name="ncp_specs_valid",
+                 description="Every released spec file passes validation (ids, types, node mentions); "
+                             "lists each problem as file: record id: field: message.")
+    def ncp_specs_valid():
+        specs, problems = load_specs(NCP_DATASET_DIR, include_warnings=True)
+        errors = [p for p in problems if p.severity == "error"]
+        bad_files = sorted({p.file for p in errors})
+        return AssetCheckResult(
+            passed=not errors,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={
+                "n_loaded": len(specs),
+                "bad_specs": MetadataValue.json(bad_files),
+                "errors": MetadataValue.md(_problems_markdown(errors)),
+                "warnings": MetadataValue.md(_problems_markdown([p for p in problems if p.severity == "warning"])),
+            },
+        )
+
+    @multi_asset(
+        specs=[
+            AssetSpec("ncp_spec_stats", deps=["ncp_specs"], group_name=GROUP, kinds={"duckdb"},
+                      description="Paper Table 6: one row per quantity (facts / commitments / trajectory_nodes) "
+                                  "with total, mean, sample std (ddof 1, which reproduces the printed digits), "
+                                  "min and max over the loaded specs."),
+            AssetSpec("ncp_spec_breakdown", deps=["ncp_specs"], group_name=GROUP, kinds={"duckdb"},
+                      description="Commitment types by count (share of commitments) and the primary-genre and "
+                                  "any-genre distributions (share of specs); one row per dimension × category."),
+        ],
+        code_version=code_version(*STATS_CODE),
+    )
+    def ncp_spec_stats(warehouse: WarehouseResource):
+        wh = warehouse.get()
+        specs = _specs_from_table(wh)
+        stats = spec_stats(specs)
+        yield _keyed("ncp_spec_stats", write_table(wh, "ncp_spec_stats", stats, extra_metadata={
+            "table6": MetadataValue.md(markdown_preview(table6_display(stats)))}))
+        yield _keyed("ncp_spec_breakdown", write_table(wh, "ncp_spec_breakdown", spec_breakdown(specs)))
+
+    out = [ncp_specs, ncp_specs_valid, ncp_spec_stats]
+
+    if parts.ncp_extraction is not None:
+        @asset(
+            name="ncp_spec_extraction",
+            partitions_def=parts.ncp_extraction,
+            deps=["ncp_specs"],
+            group_name=GROUP,
+            kinds={"duckdb", "llm"},
+            code_version=code_version(*EXTRACTION_CODE),
+            description="Specs extracted from the released synopses by one extraction model (the partition), "
+                        "in three stages: reference trajectory, commitments, initial facts. One row per movie "
+                        "(the first `ncp.n_extraction_specs` in evaluation order): the extracted spec as JSON, or the stage "
+                        "that stayed invalid after the client's retries.",
+        )
+        def ncp_spec_extraction(context, warehouse: WarehouseResource, llm: LLMResource,
+                                settings: SettingsResource):
+            model = context.partition_key
+            wh = warehouse.get()
+            cfg = settings.get().ncp
+            specs = _specs_from_table(wh)[:cfg.n_extraction_specs]
+            with llm.session(context) as client:
+                results = extract_specs(client, model, specs, sampling=cfg.extraction_sampling)
+            rows = extraction_rows(results)
+            return write_table(wh, "ncp_spec_extraction", rows, key={"extraction_model": model}, extra_metadata={
+                "n_ok": int(rows["ok"].sum()),
+                "n_failed": int((~rows["ok"]).sum()),
+                "failed_stages": MetadataValue.json(
+                    {str(k): int(v) for k, v in rows.filter(~pl.col("ok"))["failed_stage"].value_counts().iter_rows()}),
+            })
+
+        @asset(
+            name="ncp_extraction_comparison",
+            partitions_def=parts.ncp_extraction,
+            deps=["ncp_spec_extraction", "ncp_specs"],
+            group_name=GROUP,
+            kinds={"duckdb"},
+            code_version=code_version(*SPEC_CODE, "wse_platform/ncp/extraction.py"),
+            description="Extracted vs released spec per movie and extraction model: counts of facts, "
+                        "commitments and trajectory nodes, and the commitment type mix (count and share); "
+                        "one row per movie × quantity. Failed extractions keep the released side only.",
+        )
+        def ncp_extraction_comparison(context, warehouse: WarehouseResource):
+            model = context.partition_key
+            wh = warehouse.get()
+            ext = wh.query("SELECT spec_id, spec_json FROM ncp_spec_extraction WHERE extraction_model = ? "
+                           "ORDER BY spec_id", [model])
+            items = [(model, r["spec_id"],
+                      NarrativeSpec.model_validate_json(r["spec_json"]) if r["spec_json"] is not None else None)
+                     for r in ext.iter_rows(named=True)]
+            released = _specs_from_table(wh, {i[1] for i in items})
+            df = compare_extracted(items, released)
+            return write_table(wh, "ncp_extraction_comparison", df, key={"extraction_model": model})
+
+        out += [ncp_spec_extraction, ncp_extraction_comparison]
+    return out

@@ -1,0 +1,72 @@
+"""NCP-Bench paper tables: Table 1 summary, survival curves (Figure 4), auditor sensitivity
+(Table 2) and the genre table (Table 7). Thin: the metrics live in `wse_platform.metrics.ncp`.
+(No `from __future__ import annotations`: Dagster needs real annotations on resources.)
+"""
+from dagster import MetadataValue, asset
+
+from assets.helpers import markdown_preview, write_table
+from assets.partitions import BenchmarkPartitions
+from assets.versioning import code_version
+from resources import SettingsResource, WarehouseResource
+from wse_platform.config import Settings
+from wse_platform.metrics.ncp import auditor_sensitivity, genre_table, summary_table, survival_table
+from wse_platform.ncp.plots import plot_survival
+
+GROUP = "ncp_bench"
+METRICS_CODE = ("wse_platform/metrics/ncp.py",)
+
+
+def _episodes(wh, table: str = "ncp_episodes"):
+    return wh.query(f'SELECT * FROM "{table}" ORDER BY model, arch, auditor_id, spec_id')
+
+
+def build(settings: Settings, parts: BenchmarkPartitions) -> list:
+    if parts.ncp is None:
+        return []
+
+    @asset(name="ncp_summary", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+           code_version=code_version(*METRICS_CODE),
+           description="Paper Table 1: one row per narrator model × architecture × in-loop auditor — average "
+                       "turns, trajectory %, satisfied-commitment %, % of episodes ending in a fact / commitment / "
+                       "player-input conflict (plus success / survival / invalid shares) and KM survival at turn 20.")
+    def ncp_summary(warehouse: WarehouseResource):
+        wh = warehouse.get()
+        return write_table(wh, "ncp_summary", summary_table(_episodes(wh)))
+
+    @asset(name="ncp_survival", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+           code_version=code_version(*METRICS_CODE, "wse_platform/ncp/plots.py"),
+           description="Paper Figure 4: one row per cell × auditor × turn 0..T_max — Kaplan–Meier survival "
+                       "(lifelines; CONFLICT is the event, SUCCESS / SURVIVAL / INVALID censored at their last "
+                       "turn) with 95% CI and at-risk count, and the raw share of environments still active.")
+    def ncp_survival(settings: SettingsResource, warehouse: WarehouseResource):
+        s = settings.get()
+        wh = warehouse.get()
+        eps = _episodes(wh)
+        t_max = max([s.ncp.t_max or 0] + ([int(eps["turns"].max())] if not eps.is_empty() else []))
+        df = survival_table(eps, t_max=t_max)
+        png = plot_survival(df, s.artifacts / "ncp" / "survival.png")
+        return write_table(wh, "ncp_survival", df, plots={"survival_curves": png})
+
+    @asset(name="ncp_auditor_sensitivity", deps=["ncp_reaudit_episodes"], group_name=GROUP, kinds={"duckdb"},
+           code_version=code_version(*METRICS_CODE),
+           description="Paper Table 2: the re-audited episodes' metrics per auditor configuration "
+                       "(row_type 'auditor') and, per auditor pair and metric, Pearson and Spearman correlations "
+                       "across environments (episodes matched on model, arch, spec; row_type 'correlation').")
+    def ncp_auditor_sensitivity(warehouse: WarehouseResource):
+        wh = warehouse.get()
+        df = auditor_sensitivity(_episodes(wh, "ncp_reaudit_episodes"))
+        return write_table(wh, "ncp_auditor_sensitivity", df, extra_metadata={
+            "n_auditors": int((df["row_type"] == "auditor").sum()) if df.height else 0})
+
+    @asset(name="ncp_genre", deps=["ncp_episodes", "ncp_specs"], group_name=GROUP, kinds={"duckdb"},
+           code_version=code_version(*METRICS_CODE),
+           description="Paper Table 7: trajectory % and satisfied-commitment % per primary genre × narrator "
+                       "model (kept apart per architecture and auditor).")
+    def ncp_genre(warehouse: WarehouseResource):
+        wh = warehouse.get()
+        genres = wh.query("SELECT spec_id, primary_genre FROM ncp_specs")
+        df = genre_table(_episodes(wh), dict(genres.iter_rows()))
+        return write_table(wh, "ncp_genre", df, extra_metadata={
+            "by_genre": MetadataValue.md(markdown_preview(df, rows=30))})
+
+    return [ncp_summary, ncp_survival, ncp_auditor_sensitivity, ncp_genre]

@@ -1,0 +1,47 @@
+"""Shared fixtures: an isolated config (temp warehouse, cache, Dagster home) per test."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wse_platform.config import DEFAULT_CONFIG
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_config(tmp_path: Path, **overrides) -> Path:
+    """A copy of the shipped wse.yaml with paths inside tmp_path and `overrides` merged in."""
+    raw = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    raw.update({
+        "warehouse_path": str(tmp_path / "wh.duckdb"),
+        "cache_dir": str(tmp_path / "cache"),
+        "artifacts_dir": str(tmp_path / "artifacts"),
+    })
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **value}
+        else:
+            raw[key] = value
+    path = tmp_path / "wse.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def config_file(tmp_path, monkeypatch) -> Path:
+    path = write_config(tmp_path)
+    monkeypatch.setenv("WSE_CONFIG", str(path))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    (tmp_path / "dagster_home").mkdir()
+    for var in ("WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _no_dagster_telemetry(monkeypatch):
+    monkeypatch.setenv("DAGSTER_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")

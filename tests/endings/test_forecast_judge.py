@@ -1,0 +1,150 @@
+"""Forecast request shape, judge anchoring and truncation, the verdict rule, the
+same-model refusal, and the prefix-reuse arithmetic."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wse_platform.config import ConfigError, settings_from_dict
+from wse_platform.endings.forecast import (SplitStory, common_prefix_len, compute_positions, forecast_request,
+                                           prefix_reuse_share, run_forecasts)
+from wse_platform.endings.judge import judge_config_id, judge_request, parse_verdict, run_judging, truncate_words
+from wse_platform.llm import LLMClient, ScriptedBackend
+from wse_platform.metrics.endings import whitespace_token_count
+
+# 12 sentences of 10+ words each: every boundary has a long enough last sentence.
+SENTENCES = [f"Sentence number {i} tells us that Mara walked further along the quiet shore." for i in range(12)]
+TEXT = "\n\n".join(" ".join(SENTENCES[i:i + 3]) for i in range(0, 12, 3))  # 4 paragraphs
+
+
+def _settings(tmp_path, **endings):
+    models = {"f": {"backend": "litellm", "model_id": "openai/f"}, "j": {"backend": "litellm", "model_id": "openai/j"}}
+    cfg = {"forecaster": "f", "judge": "j", "k": 3, **endings}
+    return settings_from_dict({"cache_dir": str(tmp_path / "cache"), "models": models, "endings": cfg})
+
+
+def _client(settings, f_script, j_script=None):
+    fb, jb = ScriptedBackend(f_script), ScriptedBackend(j_script or {"endings.judge": "Y"})
+    return LLMClient(settings, backends={"f": fb, "j": jb}, progress=False), fb, jb
+
+
+def test_split_story_keeps_original_formatting():
+    story = SplitStory.of("s", TEXT)
+    assert len(story.spans) == 12
+    assert story.so_far(4) == TEXT[: TEXT.index(SENTENCES[3]) + len(SENTENCES[3])]
+    assert "\n\n" in story.so_far(4)
+    assert story.after(4).startswith(SENTENCES[4]) and story.after(12) == ""
+    with pytest.raises(ValueError, match="outside 1..12"):
+        story.so_far(13)
+
+
+def test_forecast_is_one_request_with_n_k_per_position(tmp_path):
+    settings = _settings(tmp_path)
+    story = SplitStory.of("s1", TEXT)
+    # 12 equal sentences: shares 1/12..12/12; [0.1, 0.99] keeps sentences 2..11 → 10 positions, stride 3 → 4
+    positions = compute_positions([story], "human:x", whitespace_token_count, 3, "f", "ws")
+    assert [p["sentence_index"] for p in positions] == [2, 5, 8, 11]
+    assert [p["position"] for p in positions] == [0, 1, 2, 3]
+    assert positions[1]["revealed_share"] == pytest.approx(5 / 12)
+    client, fb, _ = _client(settings, {"endings.forecast": ["End A.", "End B.", "End C."]})
+    rows = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
+    assert len(fb.calls) == 4 and all(c.n == 3 for c in fb.calls)
+    s = fb.calls[0].sampling
+    assert (s.temperature, s.top_p, s.max_tokens) == (1.2, 0.95, 150)
+    for call, pos in zip(fb.calls, positions):
+        user = call.messages[-1]["content"]
+        i = pos["sentence_index"]
+        assert story.so_far(i) in user                       # the whole story so far ...
+        assert SENTENCES[i] not in user                     # ... and nothing after its last sentence
+        assert user.index(SENTENCES[i - 1]) < user.index("How does this story end?")
+    assert len(rows) == 12
+    assert [r["prediction"] for r in rows[:3]] == ["End A.", "End B.", "End C."]
+    assert {r["sample_index"] for r in rows} == {0, 1, 2} and all(r["llm_call_id"] for r in rows)
+
+
+def test_failed_forecast_gives_k_failed_rows_and_no_judging(tmp_path):
+    settings = _settings(tmp_path)
+    story = SplitStory.of("s1", TEXT)
+    positions = compute_positions([story], "human:x", whitespace_token_count, 10, "f", "ws")
+    assert len(positions) == 1
+    client, fb, jb = _client(settings, {"endings.forecast": RuntimeError("provider down")})
+    preds = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
+    assert len(preds) == 3 and all(p["prediction"] is None for p in preds)
+    assert json.loads(preds[0]["failure_json"])["error_kind"] == "backend_error"
+    verdicts = run_judging(client, [story], positions, preds, settings)
+    assert jb.n_calls == 0
+    assert [v["verdict"] for v in verdicts] == [None] * 3
+    assert json.loads(verdicts[0]["failure_json"])["error_kind"] == "prediction_failed"
+
+
+def test_judge_prompt_is_anchored_and_continuation_truncated(tmp_path):
+    long_tail = " ".join(f"Then Mara counted wave number {i} and said nothing at all." for i in range(300))
+    text = SENTENCES[0] + " " + SENTENCES[1] + " " + long_tail  # continuation after sentence 2: 300 × 11 = 3,300 words
+    story = SplitStory.of("s", text)
+    req = judge_request(story, 2, 0, 0, "Mara finds the boat.", "j", _settings(tmp_path).endings.judge_sampling)
+    user = req.messages[-1]["content"]
+    anchor = f'"{SENTENCES[1]}"'
+    assert user.count(SENTENCES[1]) == 1 and user.index(anchor) < user.index("What really happens")
+    cont = user.split("What really happens after that sentence:\n", 1)[1].split("\n\nA reader's", 1)[0]
+    assert cont.startswith("Then Mara counted wave number 0 ")   # starts right after the anchor sentence
+    assert len(cont.split()) == 2000                             # truncated to 2,000 words
+    # 2,000 = 181 × 11 + 9: the 9th word ("nothing") of the tail's sentence number 181
+    assert cont.endswith("wave number 181 and said nothing")
+    assert "written right after the same sentence:\nMara finds the boat." in user
+    assert req.choices == ["Y", "N"] and req.n == 1
+    assert (req.sampling.temperature, req.sampling.max_tokens) == (0.0, 10)
+
+
+def test_truncate_words_keeps_spacing():
+    assert truncate_words("a  b\nc d", 3) == "a  b\nc"
+    assert truncate_words("a b", 5) == "a b"
+
+
+@pytest.mark.parametrize("answer,verdict", [
+    (" yes", "Y"), ("y", "Y"), ("No", "N"), ("", "N"), ("Yes!", "Y"), ("  n", "N"), ("Maybe", "N"),
+    (None, "N"), ("\nY", "Y"), ("N. Yes", "N"),
+])
+def test_parse_verdict(answer, verdict):
+    assert parse_verdict(answer) == verdict
+
+
+def test_judging_end_to_end_with_scripted_answers(tmp_path):
+    settings = _settings(tmp_path)
+    story = SplitStory.of("s1", TEXT)
+    positions = compute_positions([story], "human:x", whitespace_token_count, 10, "f", "ws")
+
+    def judge(call):  # answer depends on the prediction in the prompt
+        user = call.messages[-1]["content"]
+        if "End A." in user:
+            return "Y"
+        if "End B." in user:
+            return "Yes! clearly"   # outside the closed choice: the rule still reads Y
+        return RuntimeError("judge offline")
+    client, _, jb = _client(settings, {"endings.forecast": ["End A.", "End B.", "End C."]}, judge)
+    preds = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
+    verdicts = run_judging(client, [story], positions, preds, settings)
+    assert [v["verdict"] for v in verdicts] == ["Y", "Y", None]
+    assert [v["choice_fallback"] for v in verdicts] == [False, True, False]
+    assert verdicts[1]["verdict_raw"] == "Yes! clearly"
+    assert json.loads(verdicts[2]["failure_json"])["error_kind"] == "backend_error"
+    assert {v["judge_config_id"] for v in verdicts} == {"endings.judge:j:v1:x1"}
+    assert all(v["same_model_judge"] is False for v in verdicts)
+
+
+def test_config_refuses_judge_equal_to_forecaster_unless_allowed(tmp_path):
+    with pytest.raises(ConfigError, match="judge must be a different model"):
+        _settings(tmp_path, judge="f")
+    allowed = _settings(tmp_path, judge="f", allow_same_model=True)
+    assert allowed.endings.same_model_judge is True
+    assert judge_config_id(allowed) == "endings.judge:f:v1:x1"
+    assert _settings(tmp_path).endings.same_model_judge is False
+
+
+def test_prefix_reuse_share_hand_computed():
+    # prompts of 10, 14, 20 tokens; position 2 shares 8 with 1, position 3 shares 12 with 2
+    assert prefix_reuse_share([10, 14, 20], [0, 8, 12]) == pytest.approx(20 / 44)
+    assert prefix_reuse_share([], []) == 0.0
+    assert common_prefix_len([1, 2, 3, 4], [1, 2, 9]) == 2
+    with pytest.raises(ValueError):
+        prefix_reuse_share([1, 2], [0])

@@ -1,0 +1,86 @@
+"""Call records land in `llm_calls` idempotently; a killed run resumes without repeating calls."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from tests.llm.conftest import make_settings
+from wse_platform.llm import LLMClient, LLMRequest, ScriptedBackend
+from wse_platform.llm.accounting import CALL_SCHEMA, call_records_frame, write_call_records
+from wse_platform.warehouse import Warehouse
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_records_match_the_llm_calls_table_and_writes_are_idempotent(tmp_path):
+    settings = make_settings(tmp_path)
+    client = LLMClient(settings, run_id="run-acc", backends={"smollm2": ScriptedBackend({"*": ["", "ok"]})})
+    client.complete_many([LLMRequest(role="r", model="smollm2", messages=[{"role": "user", "content": c}])
+                          for c in ("a", "b")])
+    records = client.call_records()
+    assert set(records[0]) == set(CALL_SCHEMA)
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    ddl_cols = wh.query("SELECT column_name FROM information_schema.columns WHERE table_name = 'llm_calls'")
+    assert set(ddl_cols["column_name"].to_list()) == set(CALL_SCHEMA)
+    assert write_call_records(wh, records) == 3  # a: empty then ok (2 attempts), b: ok
+    assert write_call_records(wh, records) == 0  # same run's records again: nothing new
+    rows = wh.query("SELECT attempt, valid, error_kind FROM llm_calls ORDER BY created_at, attempt")
+    assert sorted(rows.rows()) == [(1, False, "empty_output"), (1, True, None), (2, True, None)]
+    assert call_records_frame([]).height == 0
+
+
+RUNNER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from tests.llm.conftest import make_settings
+    from wse_platform.llm import LLMClient, LLMRequest, ScriptedBackend
+    tmp = Path(sys.argv[1])
+    def slow(call):
+        time.sleep(0.1)
+        with open(tmp / "answered.log", "a") as f:
+            f.write(call.messages[0]["content"] + "\\n")
+        return "answer " + call.messages[0]["content"]
+    client = LLMClient(make_settings(tmp), backends={"smollm2": ScriptedBackend(slow, namespace="resume")})
+    client.complete_many([LLMRequest(role="r", model="smollm2", messages=[{"role": "user", "content": str(i)}])
+                          for i in range(40)])
+""")
+
+
+def test_killed_run_resumes_without_repeating_answered_calls(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    log = tmp_path / "answered.log"
+    deadline = time.monotonic() + 60
+    while (not log.exists() or len(log.read_text().split()) < 5) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.05)
+    answered = set(log.read_text().split())
+    assert 5 <= len(answered) < 40
+
+    backend = ScriptedBackend(lambda call: "answer " + call.messages[0]["content"], namespace="resume")
+    client = LLMClient(make_settings(tmp_path), backends={"smollm2": backend})
+    results = client.complete_many([LLMRequest(role="r", model="smollm2",
+                                               messages=[{"role": "user", "content": str(i)}]) for i in range(40)])
+    asked_again = {c.messages[0]["content"] for c in backend.calls}
+    # every answer the killed run got (except possibly the one being cached at the kill) is reused
+    assert len(asked_again & answered) <= 1
+    assert asked_again | answered == {str(i) for i in range(40)}
+    assert [r.output for r in results] == [f"answer {i}" for i in range(40)]
+
+
+def test_long_batches_log_progress_lines(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="wse_platform.llm")
+    client = LLMClient(make_settings(tmp_path), backends={"smollm2": ScriptedBackend({"*": "x"})})
+    client.complete_many([LLMRequest(role="r", model="smollm2", messages=[{"role": "user", "content": str(i)}])
+                          for i in range(50)])
+    lines = [r.getMessage() for r in caplog.records if "requests" in r.getMessage()]
+    assert len(lines) == 10 and lines[-1].startswith("LLM r: 50/50 requests")
+    assert "ETA" in lines[0] and "/s" in lines[0]

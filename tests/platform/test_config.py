@@ -1,0 +1,84 @@
+import pytest
+
+from wse_platform.config import ConfigError, load_settings, settings_from_dict
+from tests.conftest import write_config
+
+BASE_MODELS = {"m1": {"backend": "embedded", "model_id": "x.gguf"}, "m2": {"backend": "litellm", "model_id": "openai/gpt"}}
+
+
+def test_shipped_config_is_valid_and_demo_scale():
+    s = load_settings()
+    assert s.profile == "demo"
+    assert s.wse.horizon == 3 and s.wse.n_seeds == 2
+    assert s.endings.same_model_judge and s.endings.allow_same_model
+    assert len(s.wse.architectures) == 12
+
+
+def test_paper_profile_fills_scale_but_explicit_values_win():
+    s = settings_from_dict({"profile": "paper", "models": BASE_MODELS, "wse": {"models": ["m1"], "horizon": 7}})
+    assert s.wse.horizon == 7          # explicit
+    assert s.wse.n_seeds == 42         # from the paper profile
+    assert s.wse.bootstrap_draws == 10_000
+    assert s.ncp.t_max == 100 and s.endings.k == 100
+
+
+def test_unknown_key_is_named(tmp_path):
+    path = write_config(tmp_path, wse={"horizn": 3})
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert "wse.horizn: unknown key" in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_unknown_model_reference_is_named():
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"models": BASE_MODELS, "wse": {"models": ["m1", "nope"]}})
+    assert "wse.models[1]: unknown model 'nope'" in str(err.value)
+
+
+def test_bad_value_type_is_named():
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"models": {"m1": {"backend": "ollama", "model_id": "x"}}})
+    assert "models.m1.backend" in str(err.value)
+
+
+def test_unknown_architecture_rejected():
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"models": BASE_MODELS, "wse": {"architectures": ["B4"]}})
+    assert "wse.architectures" in str(err.value) and "B4" in str(err.value)
+
+
+def test_same_forecaster_and_judge_refused_unless_allowed():
+    cfg = {"models": BASE_MODELS, "endings": {"forecaster": "m1", "judge": "m1"}}
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict(cfg)
+    assert "endings.judge" in str(err.value)
+    ok = settings_from_dict({"models": BASE_MODELS, "endings": {"forecaster": "m1", "judge": "m1", "allow_same_model": True}})
+    assert ok.endings.same_model_judge
+    assert not settings_from_dict({"models": BASE_MODELS, "endings": {"forecaster": "m1", "judge": "m2"}}).endings.same_model_judge
+
+
+def test_construction_model_must_not_be_evaluated():
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"models": BASE_MODELS, "wse": {"models": ["m1"], "construction_model": "m1"}})
+    assert "wse.construction_model" in str(err.value)
+
+
+def test_env_overrides_paths(tmp_path, monkeypatch):
+    monkeypatch.setenv("WSE_WAREHOUSE", str(tmp_path / "other.duckdb"))
+    s = load_settings(write_config(tmp_path))
+    assert s.warehouse == tmp_path / "other.duckdb"
+
+
+def test_invalid_yaml_names_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [unclosed\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(bad)
+    assert "bad.yaml" in str(err.value)
+
+
+def test_api_keys_are_referenced_by_env_var_name_only():
+    with pytest.raises(ConfigError) as err:
+        settings_from_dict({"models": {"m": {"backend": "litellm", "model_id": "openai/x", "api_key": "sk-123"}}})
+    assert "models.m.api_key: unknown key" in str(err.value)

@@ -1,0 +1,145 @@
+"""Forecasting: at each kept position, K predicted endings from the story so far.
+
+All K samples of a position are ONE request with ``n = K`` (as the paper does on vLLM:
+one prompt, many samples, so the prompt is processed once). Consecutive positions of
+a story share their prompt prefix, which a prefix cache can reuse (see
+`prefix_reuse_share`). The story so far is the original text up to the end of the
+position's last sentence, so paragraph breaks survive.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
+from wse_platform.metrics.endings import Position, select_positions, sentence_spans
+from wse_platform.prompts import get_prompt
+
+ROLE = "endings.forecast"
+
+
+@dataclass(frozen=True)
+class SplitStory:
+    """A story's text with its sentence offsets (the one splitter of `wse_platform.metrics`)."""
+
+    story_id: str
+    text: str
+    spans: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, story_id: str, text: str) -> "SplitStory":
+        return cls(story_id, text, tuple(sentence_spans(text)))
+
+    @property
+    def sentences(self) -> list[str]:
+        return [self.text[s:e] for s, e in self.spans]
+
+    def so_far(self, sentence_index: int) -> str:
+        """The story through sentence `sentence_index` (1-based), original formatting kept."""
+        self._check(sentence_index)
+        return self.text[: self.spans[sentence_index - 1][1]]
+
+    def after(self, sentence_index: int) -> str:
+        """Everything after sentence `sentence_index` (the true continuation, untruncated)."""
+        self._check(sentence_index)
+        if sentence_index >= len(self.spans):
+            return ""
+        return self.text[self.spans[sentence_index][0]:]
+
+    def _check(self, i: int) -> None:
+        if not 1 <= i <= len(self.spans):
+            raise ValueError(f"story {self.story_id!r}: sentence index {i} outside 1..{len(self.spans)}")
+
+
+def story_positions(story: SplitStory, count_tokens: Callable[[str], int], stride: int = 1) -> list[Position]:
+    """Kept positions of a story (share of forecaster tokens in [10 %, 99 %], last sentence ≥ 10 words)."""
+    return select_positions(story.sentences, count_tokens, stride=stride)
+
+
+def position_rows(story: SplitStory, set_key: str, positions: Sequence[Position], forecaster: str,
+                  tokenizer: str) -> list[dict[str, Any]]:
+    return [{
+        "story_id": story.story_id, "set_key": set_key, "position": p.position, "sentence_index": p.sentence_index,
+        "revealed_share": p.revealed_share, "n_tokens_revealed": p.n_tokens_revealed,
+        "n_tokens_total": p.n_tokens_total, "last_sentence": p.last_sentence,
+        "n_sentences": len(story.spans), "forecaster_model": forecaster, "tokenizer": tokenizer,
+    } for p in positions]
+
+
+def forecast_request(story: SplitStory, sentence_index: int, position: int, model: str, k: int,
+                     sampling: Sampling, prompt_version: str = "v1", prompts_dir: str | None = None,
+                     tags: dict[str, str] | None = None) -> LLMRequest:
+    """One request with n = k: k predicted endings of the story cut after `sentence_index`."""
+    if k < 1:
+        raise ValueError(f"forecast: k must be >= 1 (got {k})")
+    prompt = get_prompt(ROLE, prompt_version, prompts_dir)
+    return LLMRequest(
+        role=ROLE, model=model, messages=prompt.render(story_so_far=story.so_far(sentence_index)),
+        sampling=sampling, n=k, prompt_version=prompt.id,
+        tags={**(tags or {}), "story_id": story.story_id, "position": str(position)},
+    )
+
+
+def prediction_rows(story_id: str, set_key: str, position: int, k: int, result: LLMResult,
+                    forecaster: str) -> list[dict[str, Any]]:
+    """K rows per position; a failed request gives K rows with no prediction and the failure."""
+    call_id = result.call_ids[-1] if result.call_ids else None
+    base = {"story_id": story_id, "set_key": set_key, "position": position, "forecaster_model": forecaster,
+            "llm_call_id": call_id}
+    if not result.ok:
+        failure = json.dumps(result.failure.model_dump())
+        return [{**base, "sample_index": i, "prediction": None, "failure_json": failure} for i in range(k)]
+    return [{**base, "sample_index": i, "prediction": str(out).strip(), "failure_json": None}
+            for i, out in enumerate(result.outputs)]
+
+
+def prefix_reuse_share(prompt_token_counts: Sequence[int], shared_prefix_counts: Sequence[int]) -> float:
+    """Share of all prompt tokens a prefix cache could serve from the previous position's prompt.
+
+    `shared_prefix_counts[i]` is the number of leading tokens position i's prompt shares with
+    position i-1's (0 for the first position). Returns Σ shared / Σ prompt tokens.
+    """
+    total = sum(prompt_token_counts)
+    if len(prompt_token_counts) != len(shared_prefix_counts):
+        raise ValueError("prefix_reuse_share: one shared-prefix count per prompt is needed")
+    return sum(shared_prefix_counts) / total if total else 0.0
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+# ---- a whole set --------------------------------------------------------------------
+
+FORECAST_BATCH = 64  # positions per complete_many call (the paper's batch size)
+
+
+def compute_positions(stories: Sequence[SplitStory], set_key: str, count_tokens: Callable[[str], int],
+                      stride: int, forecaster: str, tokenizer: str) -> list[dict[str, Any]]:
+    """`endings_positions` rows for every story of a set."""
+    rows: list[dict[str, Any]] = []
+    for story in stories:
+        rows += position_rows(story, set_key, story_positions(story, count_tokens, stride), forecaster, tokenizer)
+    return rows
+
+
+def run_forecasts(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]], set_key: str,
+                  model: str, k: int, sampling: Sampling, prompt_version: str = "v1",
+                  prompts_dir: str | None = None, batch: int = FORECAST_BATCH) -> list[dict[str, Any]]:
+    """`endings_predictions` rows: one n=k request per position, sent `batch` positions at a time."""
+    by_id = {s.story_id: s for s in stories}
+    reqs = [forecast_request(by_id[p["story_id"]], p["sentence_index"], p["position"], model, k, sampling,
+                             prompt_version, prompts_dir, tags={"set_key": set_key}) for p in positions]
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(reqs), batch):
+        chunk = list(positions[start:start + batch])
+        for p, res in zip(chunk, client.complete_many(reqs[start:start + batch])):
+            rows += prediction_rows(p["story_id"], set_key, p["position"], k, res, model)
+    return rows

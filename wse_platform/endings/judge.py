@@ -1,0 +1,120 @@
+"""Judging: each predicted ending, on its own, against the true continuation.
+
+The judge sees the last revealed sentence once, then the true continuation and the
+prediction, both introduced as what follows that same sentence: both are anchored at
+the same cut, so the judge compares endings, not where they start. The continuation
+is truncated to 2,000 words (keeps long stories inside the judge's context).
+
+Verdict rule (paper): Y iff the first non-space character of the answer, uppercased,
+is "Y"; anything else is N. The request asks for a closed choice ["Y", "N"] so backends
+that support it constrain the answer; if a backend still answers outside the choice
+(the client then reports `invalid_choice`), the rule is applied to the raw answer —
+that answer *is* the judge's verdict — and the row says so in `choice_fallback`.
+Transport failures and failed predictions stay failures (verdict NULL).
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from wse_platform.config import JudgeConfig, Settings
+from wse_platform.endings.forecast import SplitStory
+from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
+from wse_platform.prompts import get_prompt
+
+ROLE = "endings.judge"
+CHOICES = ["Y", "N"]
+MAX_CONTINUATION_WORDS = 2000
+_WORD = re.compile(r"\S+")
+_ANSWERED_KINDS = ("invalid_choice", "empty_output")  # the judge did answer; the rule decides
+
+
+def parse_verdict(text: str | None) -> str:
+    """'Y' iff the first non-space character, uppercased, is 'Y'; else 'N' (also for empty)."""
+    stripped = (text or "").lstrip()
+    return "Y" if stripped[:1].upper() == "Y" else "N"
+
+
+def truncate_words(text: str, max_words: int = MAX_CONTINUATION_WORDS) -> str:
+    """The first `max_words` whitespace words of `text`, original spacing kept."""
+    for i, m in enumerate(_WORD.finditer(text), 1):
+        if i == max_words:
+            return text[: m.end()]
+    return text
+
+
+def judge_config_id(settings: Settings) -> str:
+    e = settings.endings
+    return JudgeConfig(model=e.judge or "", prompt_version=e.judge_prompt_version).judge_id(ROLE)
+
+
+def judge_request(story: SplitStory, sentence_index: int, position: int, sample_index: int, prediction: str,
+                  model: str, sampling: Sampling, prompt_version: str = "v1", prompts_dir: str | None = None,
+                  max_words: int = MAX_CONTINUATION_WORDS) -> LLMRequest:
+    last = story.sentences[sentence_index - 1]
+    continuation = truncate_words(story.after(sentence_index), max_words)
+    prompt = get_prompt(ROLE, prompt_version, prompts_dir)
+    messages = prompt.render(last_sentence=last, continuation=continuation, prediction=prediction)
+    return LLMRequest(role=ROLE, model=model, messages=messages, sampling=sampling, n=1, choices=list(CHOICES),
+                      prompt_version=prompt.id,
+                      tags={"story_id": story.story_id, "position": str(position), "sample_index": str(sample_index)})
+
+
+def verdict_row(pred: dict[str, Any], judge_id: str, judge_model: str, result: LLMResult | None,
+                same_model_judge: bool) -> dict[str, Any]:
+    """One `endings_verdicts` row; `result` is None when the prediction itself failed."""
+    row = {"story_id": pred["story_id"], "set_key": pred["set_key"], "position": pred["position"],
+           "sample_index": pred["sample_index"], "judge_config_id": judge_id, "judge_model": judge_model,
+           "same_model_judge": same_model_judge, "verdict_raw": None, "verdict": None, "failure_json": None,
+           "choice_fallback": False, "llm_call_id": None}
+    if result is None:
+        row["failure_json"] = json.dumps({"error_kind": "prediction_failed",
+                                          "message": "no prediction to judge (the forecast request failed)"})
+        return row
+    row["llm_call_id"] = result.call_ids[-1] if result.call_ids else None
+    if result.ok:
+        row["verdict_raw"] = result.texts[0] if result.texts else str(result.output)
+        row["verdict"] = parse_verdict(row["verdict_raw"])
+    elif result.failure.error_kind in _ANSWERED_KINDS and result.failure.raw_text is not None:
+        row["verdict_raw"] = result.failure.raw_text
+        row["verdict"] = parse_verdict(result.failure.raw_text)
+        row["choice_fallback"] = True
+    else:
+        row["failure_json"] = json.dumps(result.failure.model_dump())
+    return row
+
+
+JUDGE_BATCH = 512  # judge requests per complete_many call (the paper's batch size)
+
+
+def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]],
+                predictions: Sequence[dict[str, Any]], settings: Settings, prompts_dir: str | None = None,
+                batch: int = JUDGE_BATCH) -> list[dict[str, Any]]:
+    """`endings_verdicts` rows for every prediction of a set, under the configured judge."""
+    e = settings.endings
+    if e.judge is None:
+        raise ValueError("endings.judge is not set in the configuration: no model to judge predicted endings")
+    judge_id = judge_config_id(settings)
+    by_id = {s.story_id: s for s in stories}
+    sentence_of = {(p["story_id"], p["position"]): p["sentence_index"] for p in positions}
+    rows: list[dict[str, Any] | None] = []
+    todo: list[tuple[int, dict[str, Any], LLMRequest]] = []
+    for pred in predictions:
+        key = (pred["story_id"], pred["position"])
+        if key not in sentence_of:
+            raise ValueError(f"endings_predictions: story_id={key[0]!r} position={key[1]}: "
+                             "no matching row in endings_positions (field 'sentence_index')")
+        if pred.get("failure_json") or pred.get("prediction") is None:
+            rows.append(verdict_row(pred, judge_id, e.judge, None, e.same_model_judge))
+            continue
+        req = judge_request(by_id[pred["story_id"]], sentence_of[key], pred["position"], pred["sample_index"],
+                            pred["prediction"], e.judge, e.judge_sampling, e.judge_prompt_version, prompts_dir)
+        todo.append((len(rows), pred, req))
+        rows.append(None)
+    for start in range(0, len(todo), batch):
+        chunk = todo[start:start + batch]
+        for (i, pred, _), res in zip(chunk, client.complete_many([r for _, _, r in chunk])):
+            rows[i] = verdict_row(pred, judge_id, e.judge, res, e.same_model_judge)
+    return [r for r in rows if r is not None]

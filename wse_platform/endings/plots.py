@@ -1,0 +1,99 @@
+"""No-rate curve plots (PNG). Uses matplotlib's Agg canvas directly (no pyplot state), so
+plots can be drawn from worker threads and headless runs.
+
+Each story plot shows the raw no-rate per kept position, the smoothed curve the
+inflection rates are computed on, and the smoothed curve's peaks (▲) and valleys (▼)
+whose vertex angle is at most 60°, labelled with the angle.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from wse_platform.metrics.endings import StoryTension, story_tension
+
+MARK_MAX_ANGLE = 60.0
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
+
+
+def draw_no_rate_curve(ax: Axes, pcts: Sequence[float], no_rates: Sequence[float],
+                       tension: StoryTension | None = None, title: str = "",
+                       max_angle: float = MARK_MAX_ANGLE) -> StoryTension:
+    """Draw one curve on `ax`; returns the tension it marked (computed if not given)."""
+    tension = tension or story_tension(pcts, no_rates)
+    xs = [100 * p for p in pcts]
+    ax.plot(xs, no_rates, "o-", color="0.6", markersize=3, linewidth=1, label="no-rate")
+    ax.plot(xs, tension.smoothed, "-", color="tab:purple", linewidth=1.8, label="smoothed")
+    sharp = [e for e in tension.extrema if e.angle <= max_angle]
+    for kind, marker, color in (("peak", "^", "tab:red"), ("valley", "v", "tab:blue")):
+        pts = [e for e in sharp if e.kind == kind]
+        if pts:
+            ax.scatter([100 * e.pct for e in pts], [e.smoothed for e in pts], marker=marker, s=60,
+                       color=color, zorder=3, label=f"{kind} ≤ {max_angle:g}°")
+            for e in pts:
+                ax.annotate(f"{e.angle:.0f}°", (100 * e.pct, e.smoothed), textcoords="offset points",
+                            xytext=(0, 7 if kind == "peak" else -12), ha="center", fontsize=7, color=color)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("story revealed (%)")
+    ax.set_ylabel("no-rate")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    return tension
+
+
+def _save(fig: Figure, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(path, format="png", dpi=110)
+    return path
+
+
+def plot_no_rate_curve(pcts: Sequence[float], no_rates: Sequence[float], path: str | Path,
+                       title: str = "", tension: StoryTension | None = None) -> Path:
+    """One story's no-rate curve as a PNG at `path`."""
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    draw_no_rate_curve(ax, pcts, no_rates, tension, title)
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, Path(path))
+
+
+def _curves(no_rate: pl.DataFrame) -> list[tuple[tuple[str, str, str], pl.DataFrame]]:
+    ok = no_rate.filter(pl.col("no_rate").is_not_null())
+    groups = ok.partition_by(["set_key", "story_id", "judge_config_id"], as_dict=True)
+    return [(k, g.sort("position")) for k, g in sorted(groups.items())]
+
+
+def plot_story_curves(no_rate: pl.DataFrame, out_dir: str | Path) -> list[Path]:
+    """One PNG per story and judge configuration from `endings_no_rate` rows:
+    ``<out_dir>/<set_key>/<story_id>__<judge_config_id>.png``."""
+    paths = []
+    for (set_key, story_id, judge), g in _curves(no_rate):
+        path = Path(out_dir) / _safe(set_key) / f"{_safe(story_id)}__{_safe(judge)}.png"
+        paths.append(plot_no_rate_curve(g["revealed_share"].to_list(), g["no_rate"].to_list(), path,
+                                        title=f"{set_key} · {story_id}"))
+    return paths
+
+
+def plot_curve_grid(no_rate: pl.DataFrame, path: str | Path, max_stories: int = 12) -> Path | None:
+    """An overview grid of the first `max_stories` curves (for the asset page); None if empty."""
+    curves = _curves(no_rate)[:max_stories]
+    if not curves:
+        return None
+    cols = min(3, len(curves))
+    rows = -(-len(curves) // cols)
+    fig = Figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
+    for i, ((set_key, story_id, _), g) in enumerate(curves):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        draw_no_rate_curve(ax, g["revealed_share"].to_list(), g["no_rate"].to_list(),
+                           title=f"{set_key} · {story_id}"[:60])
+    return _save(fig, Path(path))

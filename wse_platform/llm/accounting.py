@@ -1,0 +1,33 @@
+"""Landing the client's per-attempt call records in the warehouse table `llm_calls`.
+
+`call_id` hashes (run_id, request_key, attempt), so writing the same run's records
+twice (a retried asset, a resumed run) inserts nothing new.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from wse_platform.warehouse import Warehouse
+
+CALL_SCHEMA: dict[str, Any] = {
+    "call_id": pl.Utf8, "run_id": pl.Utf8, "partition_key": pl.Utf8, "role": pl.Utf8, "model": pl.Utf8,
+    "backend": pl.Utf8, "backend_model": pl.Utf8, "prompt_version": pl.Utf8, "request_key": pl.Utf8,
+    "attempt": pl.Int32, "n_samples": pl.Int32, "tokens_in": pl.Int64, "tokens_out": pl.Int64,
+    "latency_s": pl.Float64, "cost_usd": pl.Float64, "cache_hit": pl.Boolean, "valid": pl.Boolean,
+    "error_kind": pl.Utf8, "created_at": pl.Datetime("us"),
+}
+
+
+def call_records_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
+    """The records as a typed frame with exactly the `llm_calls` columns."""
+    return pl.DataFrame([{k: r.get(k) for k in CALL_SCHEMA} for r in records], schema=CALL_SCHEMA, orient="row") \
+        if records else pl.DataFrame(schema=CALL_SCHEMA)
+
+
+def write_call_records(warehouse: "Warehouse", records: list[dict[str, Any]]) -> int:
+    """Append the records not yet in `llm_calls`; returns the number of new rows."""
+    frame = call_records_frame(records).unique(subset="call_id", keep="first", maintain_order=True)
+    return warehouse.insert_new("llm_calls", frame, "call_id")

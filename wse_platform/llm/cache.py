@@ -1,0 +1,88 @@
+"""Durable, content-addressed response cache shared by every run on the machine.
+
+One SQLite file in WAL mode: readers never block writers, several processes can
+write at once (`busy_timeout` queues them), `INSERT OR IGNORE` makes a duplicate
+answer harmless (first writer wins, and the content key makes both identical in
+meaning). `synchronous=NORMAL` avoids an fsync per answer; a crashed process loses
+nothing that was committed, a power cut at most the last few answers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+_CHUNK = 500  # keys per SELECT ... IN (...)
+
+
+def content_key(*parts: Any) -> str:
+    """sha256 of the canonical JSON of `parts` (dict keys sorted, no whitespace)."""
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    FILE_NAME = "responses.sqlite"
+
+    def __init__(self, directory: str | Path, busy_timeout_s: float = 120.0):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / self.FILE_NAME
+        self._lock = threading.Lock()
+        self._con = self._open(busy_timeout_s)
+
+    def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
+        deadline = time.monotonic() + busy_timeout_s
+        while True:
+            try:
+                con = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None,
+                                      check_same_thread=False)
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=NORMAL")
+                con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                            "created_at REAL NOT NULL)")
+                return con
+            except sqlite3.OperationalError as err:  # two processes creating the file at once
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        keys = list(keys)
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for i in range(0, len(keys), _CHUNK):
+                chunk = keys[i:i + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._con.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk)
+                for k, v in rows:
+                    found[k] = json.loads(v)
+        return found
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.get_many([key]).get(key)
+
+    def put(self, key: str, value: dict[str, Any], replace: bool = False) -> None:
+        """Store an answer; an existing one is kept unless `replace` (a --no-cache run refreshes)."""
+        blob = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+        with self._lock:
+            self._con.execute(f"{verb} INTO responses (key, value, created_at) VALUES (?, ?, ?)",
+                              (key, blob, time.time()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._con.execute("SELECT count(*) FROM responses").fetchone()[0]
+
+    def integrity_ok(self) -> bool:
+        with self._lock:
+            return self._con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()

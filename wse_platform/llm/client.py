@@ -1,0 +1,299 @@
+"""`LLMClient`: the single path from a role's request to validated outputs.
+
+Per batch it: resolves each request's model and backend, derives a content key,
+answers what the cache already holds, sends the rest to the backends (one batch per
+backend, different backends concurrently), caches every answer as it arrives,
+validates each sample, retries invalid requests with the next attempt index (a new
+seed and a new cache entry), and records one accounting row per attempt.
+It never raises for a bad model answer or a transport failure: those become
+`LLMResult.failure`. It raises only for programming/config bugs (unknown model).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, BackendUnavailable, attempt_seed,
+                                      make_backend)
+from wse_platform.llm.cache import ResponseCache, content_key
+from wse_platform.llm.progress import BatchProgress, ProgressFn
+from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
+from wse_platform.llm.validation import parse_sample, schema_of
+
+if TYPE_CHECKING:  # config imports llm.types, so the client imports config lazily
+    from wse_platform.config import Settings
+
+log = logging.getLogger("wse_platform.llm")
+
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """What the client needs of a config model (also built for injected test backends)."""
+
+    name: str
+    backend_kind: str
+    model_id: str
+    revision: str | None
+    quantization: str | None
+    sampling: Sampling
+    price_in: float | None = None
+    price_out: float | None = None
+
+    @property
+    def backend_model(self) -> str:
+        return self.model_id + (f"@{self.revision}" if self.revision else "")
+
+
+@dataclass
+class _State:
+    """Book-keeping of one request across its attempts."""
+
+    req: LLMRequest
+    model: ResolvedModel
+    backend: Backend
+    sampling: Sampling
+    schema: dict[str, Any] | None
+    request_key: str
+    attempt: int = 0
+    done: bool = False
+    outputs: list[Any] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    failure: LLMFailure | None = None
+    call_ids: list[str] = field(default_factory=list)
+    all_hits: bool = True
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def result(self) -> LLMResult:
+        return LLMResult(role=self.req.role, model=self.req.model, outputs=self.outputs, texts=self.texts,
+                         failure=self.failure, attempts=self.attempt, call_ids=self.call_ids,
+                         cache_hit=self.all_hits, tokens_in=self.tokens_in, tokens_out=self.tokens_out)
+
+
+class LLMClient:
+    def __init__(self, settings: "Settings", run_id: str | None = None, partition_key: str | None = None,
+                 use_cache: bool | None = None, backends: dict[str, Backend] | None = None,
+                 progress: ProgressFn | bool | None = None, max_attempts: int = MAX_ATTEMPTS):
+        self.settings = settings
+        self.run_id = run_id or f"session-{uuid.uuid4().hex[:12]}"
+        self.partition_key = partition_key
+        self.use_cache = settings.use_cache if use_cache is None else use_cache
+        self.progress = progress
+        self.max_attempts = max_attempts
+        self._backends: dict[str, Backend] = dict(backends or {})
+        self._models: dict[str, ResolvedModel] = {}
+        self._cache: ResponseCache | None = None
+        self._records: list[dict[str, Any]] = []
+        self._occurrences: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    # ---- public API ------------------------------------------------------------------
+    def complete(self, req: LLMRequest) -> LLMResult:
+        return self.complete_many([req])[0]
+
+    def complete_many(self, reqs: list[LLMRequest]) -> list[LLMResult]:
+        """Answer every request; results come back in request order."""
+        states = [self._prepare(r) for r in reqs]
+        if not states:
+            return []
+        roles = sorted({s.req.role for s in states})
+        progress = BatchProgress(len(states), f"LLM {','.join(roles)[:60]}",
+                                 self.progress if callable(self.progress) else None,
+                                 enabled=self.progress is not False)
+        try:
+            pending = states
+            for attempt in range(1, self.max_attempts + 1):
+                if not pending:
+                    break
+                self._run_attempt(pending, attempt, progress)
+                pending = [s for s in pending if not s.done]
+        finally:
+            progress.close()
+        return [s.result() for s in states]
+
+    def call_records(self) -> list[dict[str, Any]]:
+        """One row per attempt so far (matches the `llm_calls` table)."""
+        with self._lock:
+            return list(self._records)
+
+    def drain_call_records(self) -> list[dict[str, Any]]:
+        """The rows so far, forgetting them (write them with accounting.write_call_records)."""
+        with self._lock:
+            out, self._records = self._records, []
+            return out
+
+    @property
+    def cache(self) -> ResponseCache:
+        if self._cache is None:
+            self._cache = ResponseCache(self.settings.cache)
+        return self._cache
+
+    def backend(self, model_name: str) -> Backend:
+        self._resolve(model_name)
+        return self._backends[model_name]
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+
+    # ---- preparation -----------------------------------------------------------------
+    def _resolve(self, name: str) -> ResolvedModel:
+        model = self._models.get(name)
+        if model is not None:
+            return model
+        cfg = self.settings.models.get(name)
+        if cfg is None and name not in self._backends:
+            from wse_platform.config import ConfigError
+            raise ConfigError(f"LLM request for unknown model {name!r}; defined models: "
+                              f"{sorted(self.settings.models)}")
+        if cfg is None:  # an injected backend for a name the config does not define (tests)
+            model = ResolvedModel(name, self._backends[name].name, name, None, None, Sampling())
+        else:
+            model = ResolvedModel(name, cfg.backend, cfg.model_id, cfg.revision, cfg.quantization, cfg.sampling,
+                                  cfg.price_in_per_token, cfg.price_out_per_token)
+            if name not in self._backends:
+                self._backends[name] = make_backend(name, cfg, self.settings)
+        self._models[name] = model
+        return model
+
+    def _prepare(self, req: LLMRequest) -> _State:
+        if req.n < 1:
+            raise ValueError(f"LLM request for role {req.role}: n must be >= 1 (got {req.n})")
+        if req.output_model is not None and req.choices is not None:
+            raise ValueError(f"LLM request for role {req.role}: give output_model or choices, not both")
+        if req.choices is not None and not req.choices:
+            raise ValueError(f"LLM request for role {req.role}: empty choices list")
+        model = self._resolve(req.model)
+        backend = self._backends[req.model]
+        sampling = req.sampling.merged_over(model.sampling)
+        schema, schema_json = schema_of(req.output_model) if req.output_model is not None else (None, None)
+        request_key = content_key(backend.cache_namespace(), model.model_id, model.revision, model.quantization,
+                                  req.messages, sampling.model_dump(), req.n, schema_json, req.choices)
+        return _State(req, model, backend, sampling, schema, request_key)
+
+    # ---- one attempt over all pending requests ---------------------------------------
+    def _run_attempt(self, pending: list[_State], attempt: int, progress: BatchProgress) -> None:
+        keys = [content_key(s.request_key, attempt) for s in pending]
+        hits = self.cache.get_many(keys) if self.use_cache else {}
+        groups: dict[int, list[tuple[_State, str]]] = {}
+        followers: dict[str, list[_State]] = {}  # identical requests in one batch: one backend call
+        for s, key in zip(pending, keys):
+            s.attempt = attempt
+            hit = hits.get(key)
+            if hit is not None:
+                self._finish(s, BackendResponse(texts=hit["texts"], tokens_in=hit["tokens_in"],
+                                                tokens_out=hit["tokens_out"]), True, progress)
+            elif key in followers:
+                followers[key].append(s)
+            else:
+                followers[key] = []
+                groups.setdefault(id(s.backend), []).append((s, key))
+        if not groups:
+            return
+        if len(groups) == 1:
+            self._run_group(next(iter(groups.values())), attempt, progress, followers)
+            return
+        with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="wse-llm") as pool:
+            for fut in [pool.submit(self._run_group, g, attempt, progress, followers) for g in groups.values()]:
+                fut.result()
+
+    def _run_group(self, group: list[tuple[_State, str]], attempt: int, progress: BatchProgress,
+                   followers: dict[str, list[_State]]) -> None:
+        backend = group[0][0].backend
+        calls = [BackendCall(model_id=s.model.model_id, messages=s.req.messages, sampling=s.sampling, n=s.req.n,
+                             seed=attempt_seed(s.sampling.seed, s.request_key, attempt), json_schema=s.schema,
+                             choices=s.req.choices, role=s.req.role, attempt=attempt) for s, _ in group]
+        handled: set[int] = set()
+        handled_lock = threading.Lock()
+
+        def on_result(i: int, resp: BackendResponse) -> None:
+            with handled_lock:
+                if i in handled:
+                    return
+                handled.add(i)
+            state, key = group[i]
+            if resp.error is None and len(resp.texts) == state.req.n:
+                self.cache.put(key, {"texts": resp.texts, "tokens_in": resp.tokens_in,
+                                     "tokens_out": resp.tokens_out, "latency_s": round(resp.latency_s, 4)},
+                               replace=not self.use_cache)
+            self._finish(state, resp, False, progress)
+            for twin in followers.get(key, ()):
+                self._finish(twin, resp, True, progress)
+
+        try:
+            responses = backend.generate(calls, on_result=on_result)
+        except BackendUnavailable:
+            raise  # a setup problem (runtime/model not installed): say how to fix it
+        except Exception as err:  # a backend bug must not kill the batch: the calls become failures
+            log.exception("backend %s crashed on a batch of %d calls", backend.name, len(calls))
+            responses = [BackendResponse(error=f"{type(err).__name__}: {err}") for _ in calls]
+        for i, resp in enumerate(responses):
+            on_result(i, resp)
+        for i in range(len(group)):
+            on_result(i, BackendResponse(error="backend returned no response for this call"))
+
+    # ---- validation and accounting -----------------------------------------------------
+    def _finish(self, s: _State, resp: BackendResponse, cache_hit: bool, progress: BatchProgress) -> None:
+        req = s.req
+        error_kind: str | None = None
+        message = ""
+        raw: str | None = None
+        outputs: list[Any] = []
+        if resp.error is not None or len(resp.texts) != req.n:
+            error_kind = "backend_error"
+            message = resp.error or f"backend returned {len(resp.texts)} texts for n={req.n}"
+        else:
+            for text in resp.texts:
+                parsed = parse_sample(text, req.output_model, req.choices)
+                if not parsed.ok:
+                    error_kind, message, raw = parsed.error_kind, parsed.message, text
+                    break
+                outputs.append(parsed.value)
+        cost = 0.0 if cache_hit else self._cost(s.model, resp)
+        with self._lock:  # the same request made again in this run gets its own, still stable, id
+            seen = self._occurrences.get((s.request_key, s.attempt), 0)
+            self._occurrences[(s.request_key, s.attempt)] = seen + 1
+        id_src = f"{self.run_id}\x1f{s.request_key}\x1f{s.attempt}" + (f"\x1f{seen}" if seen else "")
+        call_id = hashlib.sha256(id_src.encode()).hexdigest()[:32]
+        record = {
+            "call_id": call_id, "run_id": self.run_id, "partition_key": self.partition_key,
+            "role": req.role, "model": req.model, "backend": s.backend.name,
+            "backend_model": s.model.backend_model, "prompt_version": req.prompt_version,
+            "request_key": s.request_key, "attempt": s.attempt, "n_samples": req.n,
+            "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out,
+            "latency_s": 0.0 if cache_hit else resp.latency_s, "cost_usd": cost, "cache_hit": cache_hit,
+            "valid": error_kind is None, "error_kind": error_kind,
+            "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+        }
+        with self._lock:
+            self._records.append(record)
+            s.call_ids.append(call_id)
+            s.all_hits = s.all_hits and cache_hit
+            s.tokens_in += resp.tokens_in
+            s.tokens_out += resp.tokens_out
+            s.texts = list(resp.texts)
+            if error_kind is None:
+                s.outputs, s.done = outputs, True
+            elif error_kind == "backend_error" or s.attempt >= self.max_attempts:
+                s.failure = LLMFailure(role=req.role, model=req.model, error_kind=error_kind, message=message,
+                                       raw_text=raw, attempts=s.attempt)
+                s.done = True
+                log.warning("LLM %s/%s failed after %d attempt(s): %s: %s", req.role, req.model, s.attempt,
+                            error_kind, message)
+            if s.done:
+                progress.advance()
+
+    @staticmethod
+    def _cost(model: ResolvedModel, resp: BackendResponse) -> float | None:
+        if model.price_in is not None or model.price_out is not None:
+            return resp.tokens_in * (model.price_in or 0.0) + resp.tokens_out * (model.price_out or 0.0)
+        return resp.cost_usd

@@ -1,0 +1,205 @@
+"""NCP-Bench metrics: Table 1 summary, Kaplan–Meier survival, auditor sensitivity, genre table.
+
+Input frames have the `ncp_episodes` columns (one row per episode: model, arch, spec_id,
+auditor_id, turns, termination, conflict_kinds, trajectory_progress,
+commitments_satisfied_share). Survival: an episode "dies" at the turn of a confirmed
+CONFLICT; SUCCESS, SURVIVAL, INVALID (and CENSORED re-audits) are right-censored at
+their last completed turn. KM estimates come from lifelines.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+CELL = ["model", "arch", "auditor_id"]
+SURVIVAL_HORIZON = 20  # the paper's "survival at turn 20"
+CONFLICT_KIND_COLUMNS = {"fact": "pct_fact_conflict", "commitment": "pct_commitment_conflict",
+                         "player_input": "pct_player_input_conflict"}
+
+
+# ---- Kaplan–Meier ------------------------------------------------------------------------------
+
+def kaplan_meier(durations: Sequence[float], events: Sequence[bool], times: Sequence[int],
+                 alpha: float = 0.05) -> list[dict[str, Any]]:
+    """S(t), its (1-alpha) CI (lifelines' exponential Greenwood) and the number at risk at each t.
+
+    At-risk at t counts episodes whose duration is >= t (still observed when turn t is played).
+    """
+    from lifelines import KaplanMeierFitter
+
+    d = np.asarray(durations, dtype=float)
+    e = np.asarray(events, dtype=bool)
+    if d.size == 0:
+        return [{"turn": int(t), "survival": None, "ci_lower": None, "ci_upper": None, "at_risk": 0}
+                for t in times]
+    kmf = KaplanMeierFitter(alpha=alpha).fit(d, event_observed=e)
+    sf = kmf.survival_function_.iloc[:, 0]
+    ci = kmf.confidence_interval_survival_function_
+    out = []
+    for t in times:
+        idx = sf.index[sf.index <= t]
+        if len(idx) == 0:  # before the first time in the timeline: S = 1
+            s, lo, hi = 1.0, 1.0, 1.0
+        else:
+            k = idx[-1]
+            s, lo, hi = float(sf.loc[k]), float(ci.loc[k].iloc[0]), float(ci.loc[k].iloc[1])
+        out.append({"turn": int(t), "survival": s, "ci_lower": _nan_none(lo), "ci_upper": _nan_none(hi),
+                    "at_risk": int((d >= t).sum())})
+    return out
+
+
+def _nan_none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def raw_share_active(turns: Sequence[int], terminations: Sequence[str], t: int) -> float:
+    """Share of episodes still running after turn t: not yet ended (SURVIVAL never ended)."""
+    n = len(turns)
+    if n == 0:
+        return float("nan")
+    alive = sum(1 for d, term in zip(turns, terminations) if d > t or term == "SURVIVAL")
+    return alive / n
+
+
+def survival_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | None:
+    """KM S(t); None when no episode was observed through turn t (e.g. demo runs with T_max < t)."""
+    if episodes.is_empty() or int(episodes["turns"].max()) < t:
+        return None
+    return kaplan_meier(episodes["turns"].to_list(), (episodes["termination"] == "CONFLICT").to_list(), [t])[0]["survival"]
+
+
+def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataFrame:
+    """One row per cell × auditor × turn 0..t_max: KM survival, CI, at-risk, raw share active."""
+    rows = []
+    for key, g in _groups(episodes):
+        horizon = t_max if t_max is not None else int(g["turns"].max())
+        times = list(range(0, horizon + 1))
+        km = kaplan_meier(g["turns"].to_list(), (g["termination"] == "CONFLICT").to_list(), times)
+        for k in km:
+            rows.append({**key, **k, "raw_share_active": raw_share_active(g["turns"].to_list(),
+                                                                           g["termination"].to_list(), k["turn"]),
+                         "n_episodes": g.height})
+    schema = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, "turn": pl.Int64, "survival": pl.Float64,
+              "ci_lower": pl.Float64, "ci_upper": pl.Float64, "at_risk": pl.Int64, "raw_share_active": pl.Float64,
+              "n_episodes": pl.Int64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+# ---- Table 1 -----------------------------------------------------------------------------------
+
+def _groups(df: pl.DataFrame, by: list[str] = CELL) -> list[tuple[dict[str, Any], pl.DataFrame]]:
+    if df.is_empty():
+        return []
+    out = []
+    for key, g in df.group_by(by, maintain_order=True):
+        out.append((dict(zip(by, key)), g))
+    return sorted(out, key=lambda kg: tuple(str(kg[0][c]) for c in by))
+
+
+def _kinds(row_kinds: Any) -> list[str]:
+    return list(row_kinds) if row_kinds is not None else []
+
+
+def cell_metrics(g: pl.DataFrame) -> dict[str, Any]:
+    """Table-1 metrics of one group of episodes (percentages in 0..100)."""
+    n = g.height
+    term = g["termination"].to_list()
+    kinds = [_kinds(k) for k in g["conflict_kinds"].to_list()]
+    out: dict[str, Any] = {
+        "n_episodes": n,
+        "avg_turns": float(g["turns"].mean()),
+        "trajectory_pct": 100.0 * float(g["trajectory_progress"].mean()),
+        "satisfied_pct": 100.0 * float(g["commitments_satisfied_share"].mean()),
+    }
+    for kind, col in CONFLICT_KIND_COLUMNS.items():
+        out[col] = 100.0 * sum(1 for t, ks in zip(term, kinds) if t == "CONFLICT" and kind in ks) / n
+    for t in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID", "CENSORED"):
+        out[f"pct_{t.lower()}"] = 100.0 * term.count(t) / n
+    out["survival_at_20"] = survival_at(g, SURVIVAL_HORIZON)
+    return out
+
+
+def summary_table(episodes: pl.DataFrame) -> pl.DataFrame:
+    """Paper Table 1: one row per model × arch × auditor. An episode with several confirmed
+    conflict kinds counts in each of their columns."""
+    rows = [{**key, **cell_metrics(g)} for key, g in _groups(episodes)]
+    return pl.DataFrame(rows, schema=_SUMMARY_SCHEMA)
+
+
+_METRIC_SCHEMA = {"n_episodes": pl.Int64, "avg_turns": pl.Float64, "trajectory_pct": pl.Float64,
+                  "satisfied_pct": pl.Float64, "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
+                  "pct_player_input_conflict": pl.Float64, "pct_conflict": pl.Float64, "pct_success": pl.Float64,
+                  "pct_survival": pl.Float64, "pct_invalid": pl.Float64, "pct_censored": pl.Float64,
+                  "survival_at_20": pl.Float64}
+_SUMMARY_SCHEMA = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA}
+
+
+# ---- Table 2: auditor sensitivity ---------------------------------------------------------------
+
+CORRELATED_METRICS = ("turns", "trajectory_progress", "commitments_satisfied_share")
+
+
+def correlations(a: Sequence[float], b: Sequence[float]) -> dict[str, float | None]:
+    """Pearson r and Spearman rho with two-sided p-values (None when undefined: n < 3 or constant)."""
+    from scipy import stats
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return {"pearson_r": None, "pearson_p": None, "spearman_rho": None, "spearman_p": None}
+    pr = stats.pearsonr(x, y)
+    sr = stats.spearmanr(x, y)
+    return {"pearson_r": float(pr.statistic), "pearson_p": float(pr.pvalue),
+            "spearman_rho": float(sr.statistic), "spearman_p": float(sr.pvalue)}
+
+
+def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
+    """Table 2 from (re-)audited episodes of several auditor configurations.
+
+    Rows `row_type = "auditor"`: Table-1 metrics per auditor (over all cells). Rows
+    `row_type = "correlation"`: for each auditor pair and metric, Pearson and Spearman
+    correlations across environments — episodes matched on (model, arch, spec_id), so
+    each environment compares the same stored transcript judged by the two auditors.
+    """
+    rows: list[dict[str, Any]] = []
+    for key, g in _groups(episodes, ["auditor_id"]):
+        rows.append({"row_type": "auditor", "auditor_id": key["auditor_id"], **cell_metrics(g)})
+    auditors = sorted(set(episodes["auditor_id"].to_list())) if not episodes.is_empty() else []
+    env = ["model", "arch", "spec_id"]
+    for i, a in enumerate(auditors):
+        for b in auditors[i + 1:]:
+            ea = episodes.filter(pl.col("auditor_id") == a)
+            eb = episodes.filter(pl.col("auditor_id") == b)
+            joined = ea.join(eb, on=env, suffix="_b").sort(env)
+            for metric in CORRELATED_METRICS:
+                c = correlations(joined[metric].to_list(), joined[f"{metric}_b"].to_list())
+                rows.append({"row_type": "correlation", "auditor_id": a, "auditor_b": b, "metric": metric,
+                             "n_environments": joined.height, **c})
+    schema = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA, "auditor_b": pl.Utf8,
+              "metric": pl.Utf8, "n_environments": pl.Int64, "pearson_r": pl.Float64, "pearson_p": pl.Float64,
+              "spearman_rho": pl.Float64, "spearman_p": pl.Float64}
+    return pl.DataFrame(rows, schema=schema)
+
+
+# ---- Table 7: genres -----------------------------------------------------------------------------
+
+def genre_table(episodes: pl.DataFrame, primary_genre: Mapping[str, str]) -> pl.DataFrame:
+    """Trajectory % and satisfied % per primary genre × model (kept per arch and auditor too,
+    so conditions are never mixed). `primary_genre` maps spec_id → the spec's first genre."""
+    schema = {"primary_genre": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8,
+              "n_episodes": pl.Int64, "trajectory_pct": pl.Float64, "satisfied_pct": pl.Float64}
+    if episodes.is_empty():
+        return pl.DataFrame([], schema=schema)
+    unknown = sorted(set(episodes["spec_id"].to_list()) - set(primary_genre))
+    if unknown:
+        raise ValueError(f"ncp_episodes: spec_id(s) {unknown} have no known primary genre (not in the loaded specs)")
+    df = episodes.with_columns(pl.col("spec_id").replace_strict(dict(primary_genre)).alias("primary_genre"))
+    out = (df.group_by(["primary_genre", "model", "arch", "auditor_id"])
+             .agg(pl.len().alias("n_episodes"),
+                  (100.0 * pl.col("trajectory_progress").mean()).alias("trajectory_pct"),
+                  (100.0 * pl.col("commitments_satisfied_share").mean()).alias("satisfied_pct"))
+             .sort(["primary_genre", "model", "arch", "auditor_id"]))
+    return out.select(list(schema)).cast(schema)

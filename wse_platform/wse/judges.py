@@ -1,0 +1,394 @@
+"""WSE-bench judges: blinded views, consistency and richness requests, verdict aggregation.
+
+Judges only ever see `blinded_view(...)`: the seed's start world, opening,
+language and the canon narratives with the player's actions — never the model,
+architecture, source family, internal agent outputs, memory, failures or costs.
+
+Consistency is judged step by step across all trajectories of a cell (one
+`complete_many` batch per step). A step's verdict is the valid majority of the
+configured judges (2 of 3) among consistent/inconsistent votes; uncertain votes
+are kept but never form a majority. The first majority-inconsistent step is the
+trajectory's first contradiction T_inc (judging of that trajectory stops there).
+A step with no valid majority (a failed judge, a split, too many uncertain
+votes) gives no binary verdict: the trajectory is censored at the previous step.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from wse_platform.config import JudgeConfig, Settings
+from wse_platform.llm.types import LLMRequest, LLMResult
+from wse_platform.prompts import get_prompt
+from wse_platform.wse.agents import language_name, role_sampling
+from wse_platform.wse.schemas import ConsistencyVerdict, consistency_verdict_model, richness_verdict_model
+from wse_platform.wse.simulate import CompletesMany
+from wse_platform.wse.world import EpisodeSeed
+
+CONSISTENCY_ROLE = "wse.consistency_judge"
+RICHNESS_ROLE = "wse.richness_judge"
+CATEGORY_AGREEMENT = 2  # judges that must agree on a violation's category / commitment source
+
+
+# ---- blinded input ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class NarratedStep:
+    step: int
+    player_action: str
+    narrative: str
+
+
+@dataclass(frozen=True)
+class JudgedTrajectory:
+    """A stored trajectory as the judging code needs it. `model`/`arch`/`generation_version`
+    are bookkeeping for the output rows and are never rendered into a prompt."""
+
+    model: str
+    arch: str
+    seed: EpisodeSeed
+    steps: tuple[NarratedStep, ...]     # canon narratives 1..L
+    generation_version: str = ""
+
+    @property
+    def length(self) -> int:
+        return len(self.steps)
+
+
+def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep]) -> dict[str, Any]:
+    """Everything a judge may see, as plain data (start world, opening, language, trajectory)."""
+    view = seed.judge_view()
+    return {
+        "language": view["language"],
+        "initial_world": view["initial_world"],
+        "opening": view["opening"],
+        "steps": [{"step": s.step, "player_action": s.player_action, "narrative": s.narrative} for s in steps],
+    }
+
+
+def _render_world(view: dict[str, Any]) -> str:
+    w = view["initial_world"]
+    names = {c["id"]: c["name"] for c in w["characters"]}
+    lines = [f"Title: {w['title']}", f"Setting: {w['setting']}", f"Time: {w['time']['label']} (day {w['time']['day']})",
+             "Characters:"]
+    for c in w["characters"]:
+        who = "player character" if c.get("role") == "player" else "NPC"
+        lines.append(f"- {c['name']} (id {c['id']}, {who}): {c['description']} Condition: {c['condition']}. "
+                     f"Location: {c['location']}.")
+    if w["relationships"]:
+        lines.append("Relationships:")
+        lines += [f"- {names.get(r['a'], r['a'])} – {names.get(r['b'], r['b'])}: {r['description']}"
+                  for r in w["relationships"]]
+    if w["facts"]:
+        lines.append("Facts:")
+        lines += [f"- {f['text']}" for f in w["facts"]]
+    if w["locations"]:
+        lines.append("Places: " + "; ".join(w["locations"]))
+    return "\n".join(lines)
+
+
+def _render_steps(steps: list[dict[str, Any]]) -> str:
+    return "\n\n".join(f"Step {s['step']}. Player: {s['player_action']}\n{s['narrative']}" for s in steps) or "(none)"
+
+
+# ---- requests ---------------------------------------------------------------------------
+def judge_seed(settings: Settings, judge: JudgeConfig, judge_index: int) -> int:
+    """Distinct, reproducible sampling seed per judge index."""
+    base = settings.wse.sampling.seed
+    if base is None:
+        base = settings.model(judge.model).sampling.seed or 0
+    return base + 1000 * (judge_index + 1)
+
+
+def consistency_request(settings: Settings, judge: JudgeConfig, traj: JudgedTrajectory, step: int,
+                        judge_index: int) -> LLMRequest:
+    """Judge `step` against the start world, opening and steps < `step` (no later steps: no hindsight)."""
+    view = blinded_view(traj.seed, traj.steps[:step])
+    prompt = get_prompt(CONSISTENCY_ROLE, judge.prompt_version, settings.prompts_dir)
+    messages = prompt.render(
+        language=language_name(view["language"]), world=_render_world(view), opening=view["opening"],
+        history=_render_steps(view["steps"][:-1]), step=step, current=_render_steps(view["steps"][-1:]),
+    )
+    return LLMRequest(
+        role=CONSISTENCY_ROLE, model=judge.model, messages=messages,
+        sampling=role_sampling(settings, judge.model, CONSISTENCY_ROLE, judge_seed(settings, judge, judge_index)),
+        output_model=consistency_verdict_model(step), prompt_version=prompt.id,
+        tags={"seed_id": traj.seed.seed_id, "step": str(step), "judge_index": str(judge_index)},
+    )
+
+
+def richness_request(settings: Settings, judge: JudgeConfig, traj: JudgedTrajectory, judge_index: int) -> LLMRequest:
+    view = blinded_view(traj.seed, traj.steps)
+    prompt = get_prompt(RICHNESS_ROLE, judge.prompt_version, settings.prompts_dir)
+    messages = prompt.render(
+        language=language_name(view["language"]), world=_render_world(view), opening=view["opening"],
+        n_steps=traj.length, trajectory=_render_steps(view["steps"]),
+    )
+    return LLMRequest(
+        role=RICHNESS_ROLE, model=judge.model, messages=messages,
+        sampling=role_sampling(settings, judge.model, RICHNESS_ROLE, judge_seed(settings, judge, judge_index)),
+        output_model=richness_verdict_model(traj.length), prompt_version=prompt.id,
+        tags={"seed_id": traj.seed.seed_id, "judge_index": str(judge_index)},
+    )
+
+
+# ---- aggregation ------------------------------------------------------------------------
+def commitment_source(vote: ConsistencyVerdict, step: int) -> str | None:
+    """Where the contradicted commitment was made: initial_world / opening / earlier_narrative / current_narrative."""
+    if vote.prior_source is None:
+        return None
+    if vote.prior_source == "narrative":
+        return "current_narrative" if vote.prior_step == step else "earlier_narrative"
+    return vote.prior_source
+
+
+def aggregate_step(votes: list[ConsistencyVerdict | None], judge_count: int, step: int) -> dict[str, Any]:
+    """Majority of `judge_count` judges (more than half, i.e. 2 of 3) among consistent/inconsistent votes.
+
+    `None` is a judge whose output stayed invalid. Uncertain votes count as valid
+    votes but support neither side. category/prior-source majorities are taken
+    over the inconsistent votes of a majority-inconsistent step.
+    """
+    valid = [v for v in votes if v is not None]
+    n = Counter(v.verdict for v in valid)
+    need = judge_count // 2 + 1
+    majority = ("consistent" if n["consistent"] >= need else "inconsistent" if n["inconsistent"] >= need else None)
+    agree = min(CATEGORY_AGREEMENT, judge_count)
+    category = source = None
+    if majority == "inconsistent":
+        bad = [v for v in valid if v.verdict == "inconsistent"]
+        category = _agreed([v.category for v in bad], agree)
+        source = _agreed([commitment_source(v, step) for v in bad], agree)
+    return {
+        "step": step, "n_valid_votes": len(valid), "n_consistent": n["consistent"],
+        "n_inconsistent": n["inconsistent"], "n_uncertain": n["uncertain"], "majority": majority,
+        "category_majority": category, "prior_source_majority": source,
+    }
+
+
+def _agreed(values: list[str | None], agree: int) -> str | None:
+    counts = Counter(v for v in values if v is not None)
+    top = [v for v, c in counts.items() if c >= agree]
+    return top[0] if len(top) == 1 else None
+
+
+def first_contradiction(step_majorities: list[str | None], length: int) -> dict[str, Any]:
+    """T_inc and censoring from the per-step majorities of steps 1, 2, ... (judging order).
+
+    Returns first_contradiction (None when none), censored_at (the last step with a
+    binary verdict before a step without majority) and censor_reason.
+    """
+    for k, m in enumerate(step_majorities, start=1):
+        if m == "inconsistent":
+            return {"length": length, "first_contradiction": k, "censored_at": None, "censor_reason": None}
+        if m is None:
+            return {"length": length, "first_contradiction": None, "censored_at": k - 1,
+                    "censor_reason": "no_majority"}
+    return {"length": length, "first_contradiction": None, "censored_at": None, "censor_reason": None}
+
+
+# ---- cell runners -----------------------------------------------------------------------
+@dataclass
+class ConsistencyTables:
+    verdicts: pl.DataFrame
+    steps: pl.DataFrame
+    trajectories: pl.DataFrame
+
+
+VERDICT_SCHEMA = {
+    "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "step": pl.Int64,
+    "judge_index": pl.Int64, "verdict": pl.Utf8, "category": pl.Utf8, "prior_fact": pl.Utf8,
+    "prior_source": pl.Utf8, "prior_step": pl.Int64, "conflicting_claim": pl.Utf8, "exclusion_reason": pl.Utf8,
+    "missing_transition": pl.Utf8, "failure_json": pl.Utf8, "vote_json": pl.Utf8,
+    "llm_call_ids": pl.List(pl.Utf8), "generation_version": pl.Utf8,
+}
+STEP_SCHEMA = {
+    "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "step": pl.Int64,
+    "n_valid_votes": pl.Int64, "n_consistent": pl.Int64, "n_inconsistent": pl.Int64, "n_uncertain": pl.Int64,
+    "majority": pl.Utf8, "category_majority": pl.Utf8, "prior_source_majority": pl.Utf8,
+}
+TRAJECTORY_CONSISTENCY_SCHEMA = {
+    "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "length": pl.Int64,
+    "first_contradiction": pl.Int64, "censored_at": pl.Int64, "censor_reason": pl.Utf8,
+    "judged_steps": pl.Int64, "generation_version": pl.Utf8,
+}
+RICHNESS_SCHEMA = {
+    "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "judge_index": pl.Int64,
+    "units_json": pl.Utf8, "n_units_non_repetitive": pl.Int64, "observed_steps": pl.Int64,
+    "rating_event_diversity": pl.Int64, "rating_character_change": pl.Int64, "rating_world_expansion": pl.Int64,
+    "failure_json": pl.Utf8, "llm_call_ids": pl.List(pl.Utf8), "generation_version": pl.Utf8,
+}
+
+
+def _failure_json(res: LLMResult) -> str | None:
+    return None if res.ok else res.failure.model_dump_json()
+
+
+def _verdict_row(judge_id: str, traj: JudgedTrajectory, step: int, judge_index: int, res: LLMResult) -> dict:
+    v: ConsistencyVerdict | None = res.output if res.ok else None
+    bad = v is not None and v.verdict == "inconsistent"   # details are only meaningful for inconsistent votes
+    return {
+        "judge_config_id": judge_id, "model": traj.model, "arch": traj.arch, "seed_id": traj.seed.seed_id,
+        "step": step, "judge_index": judge_index, "verdict": v.verdict if v else None,
+        "category": v.category if bad else None, "prior_fact": v.prior_fact if bad else None,
+        "prior_source": v.prior_source if bad else None, "prior_step": v.prior_step if bad else None,
+        "conflicting_claim": v.conflicting_claim if bad else None,
+        "exclusion_reason": v.exclusion_reason if bad else None,
+        "missing_transition": v.missing_transition if bad else None,
+        "failure_json": _failure_json(res), "vote_json": v.model_dump_json() if v else None,
+        "llm_call_ids": list(res.call_ids), "generation_version": traj.generation_version,
+    }
+
+
+def judge_consistency(client: CompletesMany, settings: Settings, judge: JudgeConfig,
+                      trajectories: list[JudgedTrajectory]) -> ConsistencyTables:
+    """Step-by-step consistency judging of a cell's trajectories (one batch per step)."""
+    judge_id = judge.judge_id(CONSISTENCY_ROLE)
+    count = judge.count
+    verdict_rows: list[dict] = []
+    step_rows: list[dict] = []
+    majorities: dict[int, list[str | None]] = {i: [] for i in range(len(trajectories))}
+    open_ids = [i for i, t in enumerate(trajectories) if t.length >= 1]
+    step = 1
+    while open_ids:
+        requests = [consistency_request(settings, judge, trajectories[i], step, j)
+                    for i in open_ids for j in range(count)]
+        results = client.complete_many(requests)
+        still_open = []
+        for pos, i in enumerate(open_ids):
+            traj = trajectories[i]
+            chunk = results[pos * count:(pos + 1) * count]
+            for j, res in enumerate(chunk):
+                verdict_rows.append(_verdict_row(judge_id, traj, step, j, res))
+            agg = aggregate_step([r.output if r.ok else None for r in chunk], count, step)
+            step_rows.append({"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch,
+                              "seed_id": traj.seed.seed_id, **agg})
+            majorities[i].append(agg["majority"])
+            if agg["majority"] == "consistent" and step < traj.length:
+                still_open.append(i)
+        open_ids = still_open
+        step += 1
+    traj_rows = []
+    for i, traj in enumerate(trajectories):
+        res = first_contradiction(majorities[i], traj.length)
+        traj_rows.append({"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch,
+                          "seed_id": traj.seed.seed_id, **res, "judged_steps": len(majorities[i]),
+                          "generation_version": traj.generation_version})
+    return ConsistencyTables(
+        verdicts=pl.DataFrame(verdict_rows, schema=VERDICT_SCHEMA),
+        steps=pl.DataFrame(step_rows, schema=STEP_SCHEMA),
+        trajectories=pl.DataFrame(traj_rows, schema=TRAJECTORY_CONSISTENCY_SCHEMA),
+    )
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def judge_richness(client: CompletesMany, settings: Settings, judge: JudgeConfig,
+                   trajectories: list[JudgedTrajectory]) -> pl.DataFrame:
+    """`judge.count` richness verdicts per trajectory with at least one narrated step."""
+    judge_id = judge.judge_id(RICHNESS_ROLE)
+    todo = [t for t in trajectories if t.length >= 1]
+    requests = [richness_request(settings, judge, t, j) for t in todo for j in range(judge.count)]
+    results = client.complete_many(requests)
+    rows = []
+    for pos, res in enumerate(results):
+        traj, j = todo[pos // judge.count], pos % judge.count
+        row = {"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch, "seed_id": traj.seed.seed_id,
+               "judge_index": j, "observed_steps": traj.length, "failure_json": _failure_json(res),
+               "llm_call_ids": list(res.call_ids), "generation_version": traj.generation_version,
+               "units_json": None, "n_units_non_repetitive": None, "rating_event_diversity": None,
+               "rating_character_change": None, "rating_world_expansion": None}
+        if res.ok:
+            v = res.output
+            narratives = {s.step: _normalise(s.narrative) for s in traj.steps}
+            units = [{**u.model_dump(mode="json"),
+                      # text support audit: is the quoted evidence literally in that step's narrative?
+                      "evidence_found": _normalise(u.evidence) in narratives.get(u.step, "")} for u in v.units]
+            row.update(units_json=json.dumps(units, ensure_ascii=False),
+                       n_units_non_repetitive=sum(1 for u in v.units if not u.repetitive),
+                       rating_event_diversity=v.rating_event_diversity,
+                       rating_character_change=v.rating_character_change,
+                       rating_world_expansion=v.rating_world_expansion)
+        rows.append(row)
+    return pl.DataFrame(rows, schema=RICHNESS_SCHEMA)
+
+
+# ---- reading stored trajectories --------------------------------------------------------
+def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
+                        seeds: dict[str, EpisodeSeed]) -> list[JudgedTrajectory]:
+    """Rebuild the cell's trajectories from `wse_trajectory_steps` + `wse_trajectories` rows.
+
+    Every trajectory (also those with L = 0) is returned so the per-trajectory
+    consistency table covers the whole cell. Narratives must form the prefix 1..L.
+    """
+    out = []
+    for row in trajectories.sort("seed_id").iter_rows(named=True):
+        sid = row["seed_id"]
+        if sid not in seeds:
+            raise ValueError(f"wse_trajectories: seed_id {sid!r} ({row['model']}, {row['arch']}) "
+                             "is not in wse_episode_seeds")
+        mine = steps.filter((pl.col("seed_id") == sid) & pl.col("narrative").is_not_null()).sort("step")
+        narrated = tuple(NarratedStep(step=s["step"], player_action=s["player_option"], narrative=s["narrative"])
+                         for s in mine.iter_rows(named=True))
+        if [s.step for s in narrated] != list(range(1, len(narrated) + 1)):
+            raise ValueError(f"wse_trajectory_steps: seed {sid} ({row['model']}, {row['arch']}) has narrated "
+                             f"steps {[s.step for s in narrated]}, expected 1..L")
+        if len(narrated) != row["length"]:
+            raise ValueError(f"wse_trajectories: seed {sid} ({row['model']}, {row['arch']}) length "
+                             f"{row['length']} but {len(narrated)} narrated steps are stored")
+        out.append(JudgedTrajectory(model=row["model"], arch=row["arch"], seed=seeds[sid], steps=narrated,
+                                    generation_version=row.get("generation_version") or ""))
+    return out
+
+
+def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.DataFrame,
+                                     judge: JudgeConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rebuild `wse_consistency_steps` and `wse_trajectory_consistency` of one cell from stored votes.
+
+    Uses the same aggregation as the judging loop, so the derived tables can be rebuilt
+    without calling a judge. `verdicts` are this judge configuration's rows of the cell;
+    `trajectories` the cell's `wse_trajectories` rows. Missing or stale votes are an error
+    (naming the seed), never read as "consistent".
+    """
+    judge_id = judge.judge_id(CONSISTENCY_ROLE)
+    mine = verdicts.filter(pl.col("judge_config_id") == judge_id)
+    step_rows: list[dict] = []
+    traj_rows: list[dict] = []
+    for tr in trajectories.sort("seed_id").iter_rows(named=True):
+        sid, length = tr["seed_id"], tr["length"]
+        rows = mine.filter(pl.col("seed_id") == sid).sort("step", "judge_index")
+        where = f"seed {sid} ({tr['model']}, {tr['arch']}, judge {judge_id})"
+        stale = set(rows["generation_version"].to_list()) - {tr["generation_version"]}
+        if stale:
+            raise ValueError(f"wse_consistency_verdicts: {where} judged another generation ({sorted(stale)}) "
+                             f"than the stored trajectory ({tr['generation_version']}); re-run the judge")
+        majorities: list[str | None] = []
+        for step, group in rows.group_by("step", maintain_order=True):
+            step = step[0]
+            if group.height != judge.count or sorted(group["judge_index"].to_list()) != list(range(judge.count)):
+                raise ValueError(f"wse_consistency_verdicts: {where} step {step} has judge indices "
+                                 f"{group['judge_index'].to_list()}, expected 0..{judge.count - 1}")
+            votes = [None if r["verdict"] is None else ConsistencyVerdict.model_construct(
+                verdict=r["verdict"], category=r["category"], prior_source=r["prior_source"],
+                prior_step=r["prior_step"]) for r in group.iter_rows(named=True)]
+            agg = aggregate_step(votes, judge.count, step)
+            step_rows.append({"judge_config_id": judge_id, "model": tr["model"], "arch": tr["arch"],
+                              "seed_id": sid, **agg})
+            majorities.append(agg["majority"])
+        steps_seen = rows["step"].unique().sort().to_list()
+        if steps_seen != list(range(1, len(steps_seen) + 1)):
+            raise ValueError(f"wse_consistency_verdicts: {where} has judged steps {steps_seen}, expected 1..k")
+        finished = len(majorities) == length or (majorities and majorities[-1] != "consistent")
+        if not finished:
+            raise ValueError(f"wse_consistency_verdicts: {where} stops at step {len(majorities)} of L={length} "
+                             "without a contradiction or a no-majority step; re-run the judge for this cell")
+        res = first_contradiction(majorities, length)
+        traj_rows.append({"judge_config_id": judge_id, "model": tr["model"], "arch": tr["arch"], "seed_id": sid,
+                          **res, "judged_steps": len(majorities), "generation_version": tr["generation_version"]})
+    return (pl.DataFrame(step_rows, schema=STEP_SCHEMA),
+            pl.DataFrame(traj_rows, schema=TRAJECTORY_CONSISTENCY_SCHEMA))

@@ -1,0 +1,102 @@
+"""WSE-bench figures (matplotlib, headless Agg): heatmaps, Pareto scatter, Kaplan–Meier curves.
+
+Each function returns PNG bytes so assets can both save files and attach them as metadata.
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+
+from wse_platform.config import WSE_ARCHITECTURES  # noqa: E402
+from wse_platform.metrics.wse import consistency_curve, pareto  # noqa: E402
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def heatmap_png(cells: pl.DataFrame, metric: str) -> bytes:
+    """Models (rows) × architectures (columns, canonical order) coloured by `metric` (0–100)."""
+    models = sorted(cells["model"].unique().to_list())
+    archs = [a for a in WSE_ARCHITECTURES if a in set(cells["arch"].to_list())]
+    grid = np.full((len(models), len(archs)), np.nan)
+    for m, a, v in cells.select("model", "arch", metric).iter_rows():
+        if v is not None:
+            grid[models.index(m), archs.index(a)] = v
+    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(archs), 1.2 + 0.45 * len(models)))
+    im = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(archs)), archs, rotation=45, ha="right", fontsize=8)
+    ax.set_yticks(range(len(models)), models, fontsize=8)
+    for i in range(len(models)):
+        for j in range(len(archs)):
+            if not np.isnan(grid[i, j]):
+                ax.text(j, i, f"{grid[i, j]:.0f}", ha="center", va="center", fontsize=7,
+                        color="white" if grid[i, j] < 60 else "black")
+    ax.set_title(f"{metric} by model × architecture")
+    fig.colorbar(im, ax=ax, fraction=0.03)
+    return _png(fig)
+
+
+def pareto_png(cells: pl.DataFrame, axis: str = "C_adj") -> bytes:
+    """Cells on (consistency, R); supported points joined by the upper concave envelope."""
+    ok = cells.filter(pl.col(axis).is_not_null() & pl.col("R").is_not_null())
+    pts = list(zip(ok[axis].to_list(), ok["R"].to_list()))
+    status = pareto(pts)
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    for p, (model, arch) in zip(status, ok.select("model", "arch").iter_rows()):
+        style = ("o", "tab:red") if p.supported else ("s", "tab:orange") if p.non_dominated else (".", "tab:gray")
+        ax.plot(p.consistency, p.richness, style[0], color=style[1], ms=6 if p.non_dominated else 4)
+        if p.non_dominated:
+            ax.annotate(f"{model} {arch}", (p.consistency, p.richness), fontsize=6, xytext=(3, 3),
+                        textcoords="offset points")
+    env = sorted({(p.consistency, p.richness) for p in status if p.supported})
+    if env:
+        ax.plot([x for x, _ in env], [y for _, y in env], "-", color="tab:red", lw=1, label="upper concave envelope")
+        ax.legend(fontsize=7, loc="lower left")
+    ax.set_xlabel(axis)
+    ax.set_ylabel("R")
+    ax.set_title(f"Pareto frontier on ({axis}, R): red supported, orange unsupported non-dominated")
+    return _png(fig)
+
+
+def km_curves_png(frame: pl.DataFrame, horizon: int) -> bytes:
+    """Kaplan–Meier S(t) per model, pooling the model's trajectories over architectures."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    steps = np.arange(0, horizon + 1)
+    for model in sorted(frame["model"].unique().to_list()):
+        g = frame.filter(pl.col("model") == model)
+        y, _, s = consistency_curve(g["length"].to_list(), g["first_contradiction"].to_list(), horizon,
+                                    g["censored_at"].to_list())
+        ax.step(steps, np.concatenate([[1.0], s]), where="post", label=model)
+    ax.set_xlabel("step t")
+    ax.set_ylabel("S(t): no contradiction yet")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Kaplan–Meier consistency survival per model")
+    ax.legend(fontsize=7, ncol=2)
+    return _png(fig)
+
+
+def write_plots(cells: pl.DataFrame, frame: pl.DataFrame, horizon: int, out_dir: str | Path) -> dict[str, Path]:
+    """Write every WSE figure as PNG into `out_dir`; returns {name: path}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {f"heatmap_{m}": heatmap_png(cells, m) for m in ("G", "C_obs", "R")}
+    figures["pareto_C_adj"] = pareto_png(cells, "C_adj")
+    figures["pareto_C_obs"] = pareto_png(cells, "C_obs")
+    figures["km_curves"] = km_curves_png(frame, horizon)
+    paths = {}
+    for name, png in figures.items():
+        path = out / f"wse_{name}.png"
+        path.write_bytes(png)
+        paths[name] = path
+    return paths
