@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -33,8 +34,8 @@ from wse_platform.warehouse import Warehouse  # noqa: E402
 
 
 class Beat(BaseModel):
-    place: str
-    tension: int
+    place: Literal["hall", "tower", "cellar", "garden"]
+    tension: Literal["low", "medium", "high"]
 
 
 def requests(n: int, max_tokens: int) -> list[LLMRequest]:

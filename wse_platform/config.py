@@ -95,6 +95,7 @@ class WSEConfig(_Strict):
     horizon: int | None = None
     n_seeds: int | None = None
     bootstrap_draws: int | None = None
+    bootstrap_seed: int = 20_260_815
     consistency_judge: JudgeConfig | None = None
     richness_judge: JudgeConfig | None = None
     model_groups: dict[str, list[str]] = Field(default_factory=dict)

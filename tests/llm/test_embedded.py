@@ -79,6 +79,8 @@ def test_long_prompt_is_truncated_not_failed(tmp_path):
     text = "The old lighthouse keeper counted ships. " * 100  # ~800 tokens > n_ctx
     result = client.complete(LLMRequest(role="t", model="tiny", messages=[{"role": "user", "content": text}]))
     assert result.ok and 0 < result.tokens_in <= 256 - 8
+    (note,) = client.truncated_prompts
+    assert note["role"] == "t" and note["tokens_removed"] > 400 and note["call_id"] == result.call_ids[0]
 
 
 @pytest.mark.parametrize("missing", ["no-such-model.gguf"])

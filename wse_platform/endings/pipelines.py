@@ -123,12 +123,19 @@ def load_ideas(path: str | Path) -> tuple[list[StoryIdea], Path]:
 # ---- LLM output models ----------------------------------------------------------------
 
 
+# Field length caps become `maxLength` in the JSON schema: grammar-constrained small models
+# then cannot loop inside one string until max_tokens (seen with SmolLM2-135M), and a beat
+# is a few sentences at most for any model.
+BEAT_FIELD_MAX_CHARS = 600
+_BeatText = Field(min_length=1, max_length=BEAT_FIELD_MAX_CHARS)
+
+
 class PlanBeat(BaseModel):
-    narrative_function: str
-    revealed: str
-    withheld: str
-    tension_mechanism: str
-    stakes: str
+    narrative_function: str = _BeatText
+    revealed: str = _BeatText
+    withheld: str = _BeatText
+    tension_mechanism: str = _BeatText
+    stakes: str = _BeatText
 
 
 class BeatPlan(BaseModel):
@@ -138,9 +145,9 @@ class BeatPlan(BaseModel):
 
 
 class SceneBeat(BaseModel):
-    action: str
-    technique: str
-    memorable: str
+    action: str = _BeatText
+    technique: str = _BeatText
+    memorable: str = _BeatText
 
 
 class SceneBeats(BaseModel):

@@ -93,6 +93,7 @@ class LLMClient:
         self._cache: ResponseCache | None = None
         self._records: list[dict[str, Any]] = []
         self._occurrences: dict[tuple[str, int], int] = {}
+        self.truncated_prompts: list[dict[str, Any]] = []  # prompts a backend shortened to fit its context
         self._lock = threading.Lock()
 
     # ---- public API ------------------------------------------------------------------
@@ -191,7 +192,8 @@ class LLMClient:
             hit = hits.get(key)
             if hit is not None:
                 self._finish(s, BackendResponse(texts=hit["texts"], tokens_in=hit["tokens_in"],
-                                                tokens_out=hit["tokens_out"]), True, progress)
+                                                tokens_out=hit["tokens_out"], meta=hit.get("meta", {})),
+                             True, progress)
             elif key in followers:
                 followers[key].append(s)
             else:
@@ -222,9 +224,11 @@ class LLMClient:
                 handled.add(i)
             state, key = group[i]
             if resp.error is None and len(resp.texts) == state.req.n:
-                self.cache.put(key, {"texts": resp.texts, "tokens_in": resp.tokens_in,
-                                     "tokens_out": resp.tokens_out, "latency_s": round(resp.latency_s, 4)},
-                               replace=not self.use_cache)
+                value = {"texts": resp.texts, "tokens_in": resp.tokens_in, "tokens_out": resp.tokens_out,
+                         "latency_s": round(resp.latency_s, 4)}
+                if resp.meta:
+                    value["meta"] = resp.meta
+                self.cache.put(key, value, replace=not self.use_cache)
             self._finish(state, resp, False, progress)
             for twin in followers.get(key, ()):
                 self._finish(twin, resp, True, progress)
@@ -276,6 +280,9 @@ class LLMClient:
         }
         with self._lock:
             self._records.append(record)
+            if resp.meta.get("prompt_truncated_tokens"):
+                self.truncated_prompts.append({"call_id": call_id, "role": req.role,
+                                               "tokens_removed": resp.meta["prompt_truncated_tokens"]})
             s.call_ids.append(call_id)
             s.all_hits = s.all_hits and cache_hit
             s.tokens_in += resp.tokens_in

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
@@ -22,6 +22,16 @@ COMMITMENT_ID = r"^c_[0-9]+$"
 EVIDENCE_ID = r"^[fs]_[0-9]+$"  # a fact id or a trajectory node id
 ConflictKind = Literal["fact", "commitment", "player_input"]
 CONFLICT_KINDS: tuple[str, ...] = ("fact", "commitment", "player_input")
+
+# Character caps go into the JSON schema (maxLength / maxItems), so grammar-constrained
+# decoding must close every string and list: a small model cannot ramble past max_tokens
+# into truncated JSON. They sit well above the word limits, which validators enforce.
+PLAYER_MAX_CHARS = 450
+NARRATOR_MAX_CHARS = 1400
+SUMMARY_MAX_CHARS = 1000
+SHORT_TEXT_CHARS = 400
+MAX_LIST_ITEMS = 12
+ShortText = Annotated[str, Field(max_length=SHORT_TEXT_CHARS)]
 
 
 def word_count(text: str) -> int:
@@ -50,7 +60,7 @@ class _Out(BaseModel):
 class PlayerTurn(_Out):
     """The player's next in-world input, first person, at most 50 words."""
 
-    text: str
+    text: str = Field(max_length=PLAYER_MAX_CHARS)
 
     @field_validator("text")
     @classmethod
@@ -82,7 +92,7 @@ def player_turn_model(last_input: str | None) -> type[PlayerTurn]:
 class NarratorResponse(_Out):
     """The narrator's second-person response, at most 150 words."""
 
-    text: str
+    text: str = Field(max_length=NARRATOR_MAX_CHARS)
 
     @field_validator("text")
     @classmethod
@@ -93,8 +103,10 @@ class NarratorResponse(_Out):
 class FactDiff(_Out):
     """Minimal ledger change implied by one turn: new fact statements and ids to negate."""
 
-    add: list[str] = Field(default_factory=list, description="new durable atomic facts, one sentence each")
-    negate: list[str] = Field(default_factory=list, description="ids of active facts the turn made false")
+    add: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS,
+                                 description="new durable atomic facts, one sentence each")
+    negate: list[Annotated[str, Field(max_length=12)]] = Field(default_factory=list, max_length=MAX_LIST_ITEMS,
+                                                               description="ids of active facts the turn made false")
 
     @field_validator("add")
     @classmethod
@@ -115,8 +127,8 @@ class FactDiff(_Out):
 
 class Conflict(_Out):
     kind: ConflictKind
-    target_id: str = Field(description="fact id (f_N), commitment id (c_N) or 'player_input'")
-    reason: str
+    target_id: str = Field(max_length=40, description="fact id (f_N), commitment id (c_N) or 'player_input'")
+    reason: ShortText
 
     @field_validator("reason")
     @classmethod
@@ -129,7 +141,7 @@ class Conflict(_Out):
 class ConflictReport(_Out):
     """Candidate conflicts of the narrator's response (empty list = consistent)."""
 
-    conflicts: list[Conflict] = Field(default_factory=list)
+    conflicts: list[Conflict] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
 
     def counts(self) -> dict[str, int]:
         return {k: sum(c.kind == k for c in self.conflicts) for k in CONFLICT_KINDS}
@@ -139,7 +151,7 @@ class ConfirmationVerdict(_Out):
     """Second, independent look at one candidate conflict."""
 
     confirmed: bool
-    reason: str
+    reason: ShortText
 
 
 class NodeAssessment(_Out):
@@ -148,7 +160,7 @@ class NodeAssessment(_Out):
     trigger_occurred: bool
     key_delta_occurred: bool
     ambiguous: bool = Field(description="true when the transcript does not clearly show both")
-    evidence: str
+    evidence: ShortText
 
     @property
     def advances(self) -> bool:
@@ -159,7 +171,8 @@ class NodeAssessment(_Out):
 class CommitmentStatus(_Out):
     commitment_id: str = Field(pattern=COMMITMENT_ID)
     status: Literal["PENDING", "SATISFIED"]
-    evidence: list[str] = Field(default_factory=list, description="fact ids (f_N) and node ids (s_N)")
+    evidence: list[Annotated[str, Field(max_length=12)]] = Field(
+        default_factory=list, max_length=MAX_LIST_ITEMS, description="fact ids (f_N) and node ids (s_N)")
 
     @field_validator("evidence")
     @classmethod
@@ -179,13 +192,13 @@ class CommitmentStatus(_Out):
 class CommitmentStatusUpdate(_Out):
     """Statuses of the still-pending commitments after the turn."""
 
-    statuses: list[CommitmentStatus] = Field(default_factory=list)
+    statuses: list[CommitmentStatus] = Field(default_factory=list, max_length=40)
 
 
 class MemorySummary(_Out):
     """Compressed record of the turns spent on one trajectory node (hierarchical memory)."""
 
-    summary: str
+    summary: str = Field(max_length=SUMMARY_MAX_CHARS)
 
     @field_validator("summary")
     @classmethod

@@ -34,11 +34,13 @@ ROLE_STORY = "wse.story_agent"
 ROLE_WORLD_MEMORY = "wse.world_memory_agent"
 GENERATION_ROLES = (ROLE_CA_CENTRALIZED, ROLE_CA_DISTRIBUTED, ROLE_WORLD_MODEL, ROLE_STORY, ROLE_WORLD_MEMORY)
 
-# Token budgets large enough for each role's maximal schema-valid answer; used only when
-# neither `wse.sampling.max_tokens` nor the model's own sampling sets a larger value.
+# Per-role output budgets (a few paragraphs of narrative, a short plan...). They bound the cost
+# of a runaway answer from a small model (an unclosed JSON string costs the whole budget, three
+# times with retries). Used only when `wse.sampling.max_tokens` is unset; a larger model
+# `sampling.max_tokens` wins.
 TOKEN_BUDGETS = {
-    ROLE_CA_CENTRALIZED: 400, ROLE_CA_DISTRIBUTED: 160, ROLE_WORLD_MODEL: 700, ROLE_STORY: 1000,
-    ROLE_WORLD_MEMORY: 700, "wse.consistency_judge": 450, "wse.richness_judge": 1500,
+    ROLE_CA_CENTRALIZED: 320, ROLE_CA_DISTRIBUTED: 100, ROLE_WORLD_MODEL: 450, ROLE_STORY: 500,
+    ROLE_WORLD_MEMORY: 400, "wse.consistency_judge": 300, "wse.richness_judge": 700,
 }
 
 LANGUAGE_NAMES = {"en": "English", "nb": "Norwegian (Dano-Norwegian)", "no": "Norwegian", "da": "Danish",

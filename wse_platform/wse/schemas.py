@@ -96,7 +96,7 @@ class PlotBeat(_Out):
 
 
 class PlotPlan(_Out):
-    """At most 12 beats; at least one traces to the player's attempt; dependencies point to known beats."""
+    """At most 12 beats; at least one traces to the player's attempt; dependencies point to earlier beats."""
 
     beats: list[PlotBeat] = Field(min_length=1, max_length=MAX_PLOT_BEATS)
 
@@ -105,11 +105,11 @@ class PlotPlan(_Out):
         ids = [b.beat_id for b in self.beats]
         if len(set(ids)) != len(ids):
             raise ValueError(f"beat ids must be unique, got {ids}")
-        for b in self.beats:
+        for pos, b in enumerate(self.beats):
             _nonblank(b.content, f"content of beat {b.beat_id}")
-            bad = [d for d in b.depends_on if d not in ids or d == b.beat_id]
-            if bad:
-                raise ValueError(f"beat {b.beat_id} depends on unknown or itself: {bad}")
+            bad = [d for d in b.depends_on if d not in ids[:pos]]
+            if bad:   # only earlier beats: keeps the plan acyclic and in narration order
+                raise ValueError(f"beat {b.beat_id} depends on {bad}, which are not earlier beats")
         if not any(PLAYER_INTENT_ID in b.source_intent_ids for b in self.beats):
             raise ValueError(f"no beat traces to the player attempt (source_intent_ids must include "
                              f"{PLAYER_INTENT_ID!r} in at least one beat)")

@@ -68,13 +68,13 @@ class TableParams:
     bootstrap_chunk: int = 1000
 
     @classmethod
-    def from_settings(cls, settings, bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED) -> "TableParams":
+    def from_settings(cls, settings, bootstrap_seed: int | None = None) -> "TableParams":
         w = settings.wse
         return cls(
             model_groups={g: list(ms) for g, ms in w.model_groups.items()},
             model_params={m: (settings.models[m].params_b, settings.models[m].family) for m in w.models},
             bootstrap_draws=w.bootstrap_draws or 1000,
-            bootstrap_seed=bootstrap_seed,
+            bootstrap_seed=bootstrap_seed if bootstrap_seed is not None else w.bootstrap_seed,
             consistency_judge_id=w.consistency_judge.judge_id(CONSISTENCY_ROLE) if w.consistency_judge else None,
             richness_judge_id=w.richness_judge.judge_id(RICHNESS_ROLE) if w.richness_judge else None,
         )

@@ -10,8 +10,8 @@ from wse_platform.llm.backends.scripted import ScriptedBackend
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig, Settings
 
-__all__ = ["Backend", "BackendCall", "BackendResponse", "BackendUnavailable", "OnResult", "ScriptedBackend", "attempt_seed",
-           "make_backend", "sample_seed"]
+__all__ = ["Backend", "BackendCall", "BackendResponse", "BackendUnavailable", "OnResult", "ScriptedBackend",
+           "attempt_seed", "make_backend", "sample_seed"]
 
 
 def make_backend(name: str, model: "ModelConfig", settings: "Settings") -> Backend:

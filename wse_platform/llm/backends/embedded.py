@@ -12,10 +12,16 @@ import contextlib
 import importlib.util
 import json
 import logging
+import os
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+# llama.cpp's OpenMP workers spin-wait by default; when several processes share the
+# cores (parallel Dagster runs) that turns 0.5 s calls into 30-60 s stalls (measured
+# here). Passive waiting must be set before llama.cpp (and libgomp) is loaded.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from wse_platform.llm.backends.base import (Backend, BackendCall, BackendResponse, BackendUnavailable, OnResult,
                                             sample_seed)

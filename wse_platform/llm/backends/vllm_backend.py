@@ -28,8 +28,8 @@ def _vllm() -> Any:
     try:
         import vllm
     except ImportError as err:
-        raise BackendUnavailable("the vllm backend needs vLLM >= 0.12 on a GPU host: pip install 'wse-platform[vllm]'") \
-            from err
+        raise BackendUnavailable("the vllm backend needs vLLM >= 0.12 on a GPU host: "
+                                 "pip install 'wse-platform[vllm]'") from err
     return vllm
 
 
