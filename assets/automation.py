@@ -93,19 +93,35 @@ def _backend(s: Settings, model: str | None) -> str:
     return s.models[model].backend if model and model in s.models else "none"
 
 
-def rejudge_requests(instance, graph: AssetGraph, source: str, fingerprint: str, backend: str) -> list[RunRequest]:
+def _same_partition_closure(graph, key: AssetKey) -> list[AssetKey]:
+    """`key` and its materializable descendants with the same partitions (e.g. vote aggregates),
+    so one run re-judges a cell and rebuilds what is computed from its verdicts."""
+    pdef = graph.get(key).partitions_def
+    out, frontier = {key}, [key]
+    while frontier:
+        for c in graph.get(frontier.pop()).child_keys:
+            node = graph.get(c)
+            if c not in out and node.is_materializable and node.partitions_def == pdef:
+                out.add(c)
+                frontier.append(c)
+    return sorted(out, key=lambda k: k.to_user_string())
+
+
+def rejudge_requests(instance, graph, source: str, fingerprint: str, backend: str) -> list[RunRequest]:
     """One run per (judged asset, partition with existing trajectories), keyed by the new fingerprint."""
     requests = []
     src = AssetKey(source)
     if not graph.has(src):
         return []
-    for child in sorted(graph.get(src).child_keys, key=lambda k: k.to_user_string()):
+    judged = [c for c in graph.get(src).child_keys if graph.get(c).is_materializable]
+    # A judged asset downstream of another judged asset rides in that one's run.
+    roots = [c for c in judged if not any(c in _same_partition_closure(graph, o) for o in judged if o != c)]
+    for child in sorted(roots, key=lambda k: k.to_user_string()):
         node = graph.get(child)
-        if not node.is_materializable:
-            continue
+        selection = _same_partition_closure(graph, child)
+        tags = {BACKEND_TAG: backend, TRIGGER_TAG: "judge-change"}
         if node.partitions_def is None:
-            requests.append(RunRequest(run_key=f"{child.to_user_string()}:{fingerprint}", asset_selection=[child],
-                                       tags={BACKEND_TAG: backend, TRIGGER_TAG: "judge-change"}))
+            requests.append(RunRequest(run_key=f"{child.to_user_string()}:{fingerprint}", asset_selection=selection, tags=tags))
             continue
         gen_parents = [p for p in node.parent_keys if graph.get(p).is_materializable
                        and graph.get(p).partitions_def == node.partitions_def]
@@ -114,8 +130,8 @@ def rejudge_requests(instance, graph: AssetGraph, source: str, fingerprint: str,
             mats = set(instance.get_materialized_partitions(p))
             done = mats if done is None else done & mats
         for pk in sorted(done or []):
-            requests.append(RunRequest(run_key=f"{child.to_user_string()}:{pk}:{fingerprint}", asset_selection=[child],
-                                       partition_key=pk, tags={BACKEND_TAG: backend, TRIGGER_TAG: "judge-change"}))
+            requests.append(RunRequest(run_key=f"{child.to_user_string()}:{pk}:{fingerprint}", asset_selection=selection,
+                                       partition_key=pk, tags=tags))
     return requests
 
 

@@ -179,11 +179,16 @@ def main() -> None:
         "overhead_end_to_end": round(t_plat / t_raw - 1, 4),
         "overhead_inside_platform": round(inside, 4),
         "platform_cache_hits": sum(p["cache_hits"] for p in plats),
+        "raw_runs_s": [round(t, 3) for t in raws],
+        "platform_runs_s": [round(p["wall"], 3) for p in plats],
+        "platform_backend_latency_s": [round(p["backend_latency"], 3) for p in plats],
         "prefix_reuse": reuse,
     }
     print(f"story {out['story']}: {len(positions)} positions x K={args.k} -> {n_end} endings + {n_ver} verdicts")
     print(f"raw backend : {t_raw:8.2f} s  {out['raw_items_per_s']:.3f} (endings+verdicts)/s")
     print(f"platform    : {t_plat:8.2f} s  {out['platform_items_per_s']:.3f} (endings+verdicts)/s")
+    print(f"runs (s)    : raw {out['raw_runs_s']}  platform {out['platform_runs_s']}  "
+          f"(backend latency inside platform runs {out['platform_backend_latency_s']})")
     print(f"overhead    : end-to-end {out['overhead_end_to_end']:+.2%}   inside the platform run "
           f"{out['overhead_inside_platform']:+.3%}   (target <= 2 %)")
     print(f"prefix reuse: {reuse['overall_reuse_share']:.2%} of {reuse['prompt_tokens']} forecast prompt tokens "

@@ -274,6 +274,29 @@ def test_confirmation_majority_with_count_three(settings):
     assert ep["auditor_id"] == "ncp.auditor:aud:v1:x3"
 
 
+def test_output_schemas_bound_every_string_within_llama_cpp_grammar_limits():
+    """Every free-text field has a maxLength (so constrained decoding closes the JSON) and no cap
+    exceeds 1000, the largest repetition llama.cpp grammars accept."""
+    from wse_platform.ncp import schemas
+
+    def strings(node, path):
+        if isinstance(node, dict):
+            if node.get("type") == "string" and "enum" not in node and "pattern" not in node:
+                yield path, node.get("maxLength")
+            for k, v in node.items():
+                yield from strings(v, f"{path}.{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from strings(v, f"{path}[{i}]")
+
+    models = [schemas.PlayerTurn, schemas.NarratorResponse, schemas.FactDiff, schemas.ConflictReport,
+              schemas.ConfirmationVerdict, schemas.NodeAssessment, schemas.CommitmentStatusUpdate,
+              schemas.MemorySummary]
+    found = [(m.__name__ + p, cap) for m in models for p, cap in strings(m.model_json_schema(), "")]
+    assert len(found) >= 8
+    assert [f for f in found if f[1] is None or f[1] > 1000] == []
+
+
 @pytest.mark.slow
 def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     """1 spec, 2 turns on SmolLM2-135M: episodes, re-audit (in-loop auditor, answered from the

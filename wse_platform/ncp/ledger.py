@@ -48,8 +48,22 @@ def _norm(text: str) -> str:
 class FactLedger:
     def __init__(self, facts: list[LedgerFact] | None = None):
         self._facts: dict[str, LedgerFact] = {}
+        self._norms: dict[str, str] = {}  # fact id -> normalised content (duplicate check)
+        self._next = 0
         for f in facts or []:
             self._facts[f.id] = f
+            self._bump(f.id)
+
+    def _bump(self, fact_id: str) -> None:
+        m = re.match(r"^f_(\d+)$", fact_id)
+        if m:
+            self._next = max(self._next, int(m.group(1)) + 1)
+
+    def _norm_of(self, fact: LedgerFact) -> str:
+        n = self._norms.get(fact.id)
+        if n is None:
+            n = self._norms[fact.id] = _norm(fact.content)
+        return n
 
     @classmethod
     def from_initial(cls, initial_facts: list[Any]) -> "FactLedger":
@@ -71,8 +85,7 @@ class FactLedger:
         return list(self._facts.values())
 
     def next_id(self) -> str:
-        nums = [int(m.group(1)) for k in self._facts if (m := re.match(r"^f_(\d+)$", k))]
-        return f"f_{max(nums) + 1 if nums else 0}"
+        return f"f_{self._next}"
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [f.as_dict() for f in self._facts.values()]
@@ -98,13 +111,14 @@ class FactLedger:
                 fact.active = False
                 fact.negated_turn = turn
                 out.negated.append(fid)
-        active_texts = {_norm(f.content) for f in self.active()}
+        active_texts = {self._norm_of(f) for f in self.active()}
         for content in diff.add:
             if _norm(content) in active_texts:
                 out.rejected.append({"item": content, "reason": "already an active fact"})
                 continue
             fid = self.next_id()
             self._facts[fid] = LedgerFact(id=fid, content=content, active=True, added_turn=turn)
+            self._bump(fid)
             active_texts.add(_norm(content))
             out.added.append(fid)
         return out

@@ -25,10 +25,11 @@ CONFLICT_KINDS: tuple[str, ...] = ("fact", "commitment", "player_input")
 
 # Character caps go into the JSON schema (maxLength / maxItems), so grammar-constrained
 # decoding must close every string and list: a small model cannot ramble past max_tokens
-# into truncated JSON. They sit well above the word limits, which validators enforce.
+# into truncated JSON. They sit above the word limits, which validators enforce. Keep every
+# cap <= 1000: llama.cpp refuses larger repetitions in a grammar (and the process crashes).
 PLAYER_MAX_CHARS = 450
-NARRATOR_MAX_CHARS = 1400
-SUMMARY_MAX_CHARS = 1000
+NARRATOR_MAX_CHARS = 1000   # ~150 words of prose; a longer narration is retried like any invalid one
+SUMMARY_MAX_CHARS = 900
 SHORT_TEXT_CHARS = 400
 MAX_LIST_ITEMS = 12
 ShortText = Annotated[str, Field(max_length=SHORT_TEXT_CHARS)]

@@ -95,6 +95,24 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> Any:
         return llm
 
 
+# llama.cpp's schema-to-grammar expands `maxLength: N` into N optional repetitions; far above
+# ~1,000 it crashes the process (segfault) instead of raising. Longer caps are dropped from the
+# grammar only: the pydantic validation after decoding still enforces them.
+MAX_GRAMMAR_LENGTH = 1000
+
+
+def grammar_safe_schema(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        out = {k: grammar_safe_schema(v) for k, v in schema.items()}
+        for key in ("maxLength", "maxItems"):
+            if isinstance(out.get(key), int) and out[key] > MAX_GRAMMAR_LENGTH:
+                del out[key]
+        return out
+    if isinstance(schema, list):
+        return [grammar_safe_schema(v) for v in schema]
+    return schema
+
+
 def grammar_for(call: BackendCall) -> Any:
     """Grammar constraining the output to the schema or the choices (cached per shape)."""
     from llama_cpp import LlamaGrammar
@@ -108,7 +126,7 @@ def grammar_for(call: BackendCall) -> Any:
     grammar = _GRAMMARS.get(key)
     if grammar is None:
         if call.json_schema is not None:
-            grammar = LlamaGrammar.from_json_schema(json.dumps(call.json_schema), verbose=False)
+            grammar = LlamaGrammar.from_json_schema(json.dumps(grammar_safe_schema(call.json_schema)), verbose=False)
         else:
             alternatives = " | ".join(json.dumps(c, ensure_ascii=False) for c in call.choices or [])
             grammar = LlamaGrammar.from_string(f"root ::= {alternatives}", verbose=False)
