@@ -91,3 +91,49 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
 
         out += [endings_set_config, endings_judge_config]
     return out
+
+
+# --- Observing the config sources without launching a run -------------------------------------
+# `dagster.observe` launches one in-process run per source (~0.5 s each); `wse status` must stay
+# fast on the 144-cell grid, so the fingerprints are computed directly and only *changed* data
+# versions are recorded, as runless observations (the same events an observation run writes).
+
+def source_versions(src) -> dict[str | None, str] | None:
+    """Current data version(s) of an observable source, by partition (None = unpartitioned).
+
+    Returns None when the observe function needs a context or resources (then observe it with a run).
+    """
+    from dagster import ObserveResult
+    from dagster._core.decorator_utils import get_function_params
+    from dagster._core.definitions.decorators.op_decorator import is_context_provided
+
+    fn = getattr(src, "observe_fn", None)
+    if fn is None or src.required_resource_keys or is_context_provided(get_function_params(fn)):
+        return None
+    value = fn()
+    if isinstance(value, DataVersionsByPartition):
+        return {pk: dv.value for pk, dv in value.data_versions_by_partition.items()}
+    if isinstance(value, ObserveResult):
+        value = value.data_version
+    if isinstance(value, DataVersion):
+        return {None: value.value}
+    return None
+
+
+def last_observed_version(instance, key, partition: str | None = None) -> str | None:
+    """The data version of the latest recorded observation of a source (partition)."""
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    rec = instance.get_latest_data_version_record(key, is_source=True, partition_key=partition)
+    if rec is None or rec.asset_observation is None:
+        return None
+    return rec.asset_observation.tags.get(DATA_VERSION_TAG)
+
+
+def changed_observations(instance, src, current: dict[str | None, str]) -> list:
+    """AssetObservation events for the partitions of `src` whose fingerprint differs from the last one."""
+    from dagster import AssetObservation
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    return [AssetObservation(asset_key=src.key, partition=pk, tags={DATA_VERSION_TAG: version})
+            for pk, version in current.items() if last_observed_version(instance, src.key, pk) != version]

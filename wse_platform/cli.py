@@ -56,7 +56,6 @@ def _select(defs, patterns: list[str] | None):
 
 def cmd_materialize(args) -> int:
     from wse_platform.runner import execute, get_instance, observe_sources, plan
-    from wse_platform.status import compute_status
 
     settings = _settings(args)
     if args.config:
@@ -67,19 +66,11 @@ def cmd_materialize(args) -> int:
     keys = _select(defs, args.select)
     t0 = time.perf_counter()
     observe_sources(defs, instance)
-    partitions: dict = {}
     if args.stale:
-        todo = [c for c in compute_status(defs, instance) if c.asset in {k.to_user_string() for k in keys}]
-        by_asset: dict[str, list] = {}
-        for c in todo:
-            by_asset.setdefault(c.asset, []).append(c.partition)
-        keys = [k for k in keys if k.to_user_string() in by_asset]
-        for k in keys:
-            pks = by_asset[k.to_user_string()]
-            partitions[k] = None if pks == [None] else pks
-        # Partitioned assets in one run group must share their partition list: run the union.
-        _unify_partition_lists(graph, keys, partitions)
+        partitions = stale_partitions(defs, instance, keys)
+        keys = [k for k in keys if k in partitions]
     else:
+        partitions = {}
         for k in keys:
             pdef = graph.get(k).partitions_def
             partitions[k] = (args.partition or list(pdef.get_partition_keys())) if pdef else None
@@ -94,18 +85,31 @@ def cmd_materialize(args) -> int:
     return 1 if failed else 0
 
 
-def _unify_partition_lists(graph, keys, partitions) -> None:
-    by_pdef: dict = {}
-    for k in keys:
-        pdef = graph.get(k).partitions_def
-        if pdef is not None and partitions.get(k) is not None:
-            by_pdef.setdefault(id(pdef), set()).update(partitions[k])
-    for k in keys:
-        pdef = graph.get(k).partitions_def
-        if pdef is not None and partitions.get(k) is not None:
-            order = list(pdef.get_partition_keys())
-            union = by_pdef[id(pdef)]
-            partitions[k] = [p for p in order if p in union]
+def stale_partitions(defs, instance, keys) -> dict:
+    """What `--stale` runs among `keys`: stale and missing partitions, everything downstream of them
+    (a table built from a rebuilt cell is rebuilt in the same invocation), and the other outputs of
+    a multi-asset that cannot run partially. Maps asset key -> partition keys (None = unpartitioned)."""
+    from dagster import AssetKey
+
+    from wse_platform.runner import materializable
+    from wse_platform.status import MISSING, STALE, compute_status, with_descendants
+
+    graph = defs.resolve_asset_graph()
+    selected = set(keys)
+    cells = [(AssetKey.from_user_string(c.asset), c.partition) for c in compute_status(defs, instance)
+             if c.status in (MISSING, STALE)]
+    todo = with_descendants(defs, [c for c in cells if c[0] in selected], allowed=selected)
+    by_key = materializable(defs)
+    for key, pks in list(todo.items()):
+        a = by_key[key]
+        if not a.can_subset:
+            for sibling in a.keys:
+                todo.setdefault(sibling, set()).update(pks)
+    out: dict = {}
+    for key, pks in todo.items():
+        pdef = graph.get(key).partitions_def
+        out[key] = None if pdef is None else [p for p in pdef.get_partition_keys() if p in pks]
+    return out
 
 
 def cmd_status(args) -> int:
@@ -120,12 +124,12 @@ def cmd_status(args) -> int:
     rows = compute_status(defs, instance, only_problems=not args.all)
     for r in rows:
         where = f"[{r.partition}]" if r.partition else ""
-        print(f"{r.status:8s} {r.asset}{where}")
+        print(f"{r.status:10s} {r.asset}{where}")
         for c in r.causes:
-            print(f"         - {c}")
-    n_stale = sum(r.status == "stale" for r in rows)
-    n_missing = sum(r.status == "missing" for r in rows)
-    print(f"{n_stale} stale, {n_missing} missing ({time.perf_counter() - t0:.1f}s)")
+            print(f"           - {c}")
+    counts = {s: sum(r.status == s for r in rows) for s in ("stale", "missing", "incomplete")}
+    print(f"{counts['stale']} stale, {counts['missing']} missing, {counts['incomplete']} incomplete "
+          f"({time.perf_counter() - t0:.1f}s)")
     return 0
 
 

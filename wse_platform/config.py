@@ -39,12 +39,14 @@ SCALE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     "demo": {
         "wse": {"horizon": 3, "n_seeds": 2, "bootstrap_draws": 200},
         "ncp": {"t_max": 3, "n_specs": 2, "n_extraction_specs": 1},
-        "endings": {"k": 4, "position_stride": 12, "max_human_stories": 2, "n_ideas": 1},
+        "endings": {"k": 4, "position_stride": 4, "max_positions_per_story": 4, "max_human_stories": 2,
+                    "n_ideas": 1},
     },
     "paper": {
         "wse": {"horizon": 20, "n_seeds": 42, "bootstrap_draws": 10_000},
         "ncp": {"t_max": 100, "n_specs": 100, "n_extraction_specs": 100},
-        "endings": {"k": 100, "position_stride": 1, "max_human_stories": None, "n_ideas": None},
+        "endings": {"k": 100, "position_stride": 1, "max_positions_per_story": None, "max_human_stories": None,
+                    "n_ideas": None},
     },
 }
 
@@ -152,6 +154,7 @@ class EndingsConfig(_Strict):
     max_words: int = 5000
     k: int | None = None
     position_stride: int | None = None
+    max_positions_per_story: int | None = None
     max_human_stories: int | None = None
     n_ideas: int | None = None
     forecast_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=1.2, top_p=0.95, max_tokens=150))
@@ -237,11 +240,17 @@ class Settings(_Strict):
             raise ConfigError(f"unknown model {name!r}; defined models: {sorted(self.models)}") from None
 
     def resolve_path(self, p: str) -> Path:
+        """A relative path is taken relative to the config file; an input that does not exist
+        there but does in the repository (shipped data such as ``data/stories/...``) is taken
+        from the repository, so a config copied elsewhere still finds the shipped data."""
         path = Path(p).expanduser()
         if path.is_absolute():
             return path
         base = Path(self.source_file).parent if self.source_file else Path.cwd()
-        return (base / path).resolve()
+        resolved = (base / path).resolve()
+        if not resolved.exists() and (REPO_ROOT / path).exists():
+            return (REPO_ROOT / path).resolve()
+        return resolved
 
     @property
     def warehouse(self) -> Path:

@@ -100,47 +100,70 @@ def observable_sources(defs: Definitions) -> list:
             or (isinstance(a, AssetsDefinition) and a.is_observable and not a.is_materializable)]
 
 
-def observe_sources(defs: Definitions, instance: DagsterInstance) -> None:
-    """Record fresh observations of the config source assets (their data versions)."""
+def observe_sources(defs: Definitions, instance: DagsterInstance) -> list[str]:
+    """Record the current data versions of the config source assets; returns the changed ones.
+
+    Fingerprints are computed in-process and only changed partitions are recorded (runless
+    observations), so an unchanged config costs a few queries, not one run per source. A source
+    whose observe function needs a context or resources is observed with a regular run.
+    """
     from dagster._core.definitions.observe import observe  # public `observe` is not re-exported
 
+    from assets.versioning import changed_observations, source_versions
+
+    changed: list[str] = []
     for src in observable_sources(defs):
-        observe([src], instance=instance, resources=defs.resources, run_config=QUIET_RUN_CONFIG)
+        current = source_versions(src) if isinstance(src, SourceAsset) else None
+        if current is None:
+            observe([src], instance=instance, resources=defs.resources, run_config=QUIET_RUN_CONFIG)
+            changed.append(src.key.to_user_string() if isinstance(src, SourceAsset) else str(src.keys))
+            continue
+        events = changed_observations(instance, src, current)
+        for ev in events:
+            instance.report_runless_asset_event(ev)
+        if events:
+            changed.append(src.key.to_user_string())
+    return changed
 
 
 def plan(defs: Definitions, keys: Iterable[AssetKey],
          partitions: dict[AssetKey, list[str] | None]) -> list[RunPlanStep]:
-    """Dependency-ordered run steps. `partitions[key]` = the partition keys to run (None = unpartitioned)."""
+    """Dependency-ordered run steps. `partitions[key]` = the partition keys to run (None = unpartitioned).
+
+    Ready assets that share a partitions definition (and their same-partitioned descendants in
+    `keys`) run together, one run per partition key; a run contains only the assets that need
+    that partition, so a fresh generation cell is never re-run because its verdicts are stale.
+    """
     graph = defs.resolve_asset_graph()
     todo = set(keys)
-    done: set[AssetKey] = set()
     steps: list[RunPlanStep] = []
+    by_name = lambda k: k.to_user_string()  # noqa: E731
     while todo:
         ready = [k for k in todo if not (graph.get(k).parent_keys & todo)]
         if not ready:
             raise RuntimeError(f"dependency cycle among {sorted(k.to_user_string() for k in todo)}")
-        # Group ready assets by partitions definition; run the groups one after another.
         groups: dict[object, list[AssetKey]] = {}
-        for k in sorted(ready, key=lambda k: k.to_user_string()):
+        for k in sorted(ready, key=by_name):
             groups.setdefault(graph.get(k).partitions_def, []).append(k)
         pdef, group = next(iter(groups.items()))
-        # Keep downstream assets of the same partitioning in the same run (fewer runs).
+        # Keep downstream assets of the same partitioning in the same runs (fewer runs).
         grew = True
         while grew:
             grew = False
-            for k in sorted(todo - set(group), key=lambda k: k.to_user_string()):
+            for k in sorted(todo - set(group), key=by_name):
                 node = graph.get(k)
-                if (node.partitions_def == pdef and node.parent_keys & todo <= set(group)
-                        and partitions.get(k) == partitions.get(group[0])):
+                if node.partitions_def == pdef and node.parent_keys & todo <= set(group):
                     group.append(k)
                     grew = True
-        pks = partitions.get(group[0])
-        if pdef is None or pks is None:
+        if pdef is None:
             steps.append(RunPlanStep(group, None))
         else:
-            steps.extend(RunPlanStep(group, pk) for pk in pks)
+            order = list(pdef.get_partition_keys())
+            wanted = {k: set(order if partitions.get(k) is None else partitions[k]) for k in group}
+            union = set().union(*wanted.values())
+            for pk in [p for p in order if p in union]:
+                steps.append(RunPlanStep([k for k in group if pk in wanted[k]], pk))
         todo -= set(group)
-        done |= set(group)
     return steps
 
 

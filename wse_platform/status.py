@@ -1,19 +1,28 @@
 """What is stale or missing, per asset and partition, and why.
 
-Uses Dagster's own stale-status resolver (the same logic behind the UI's "unsynced"), plus
-one explicit rule for Dagster's known limit: a downstream asset with 100 or more upstream
-partitions is not checked for upstream data-version changes
-(SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD). For such an edge we compare storage ids:
-if any upstream partition was materialized after the downstream's latest materialization,
-the downstream is stale ("upstream partition updated").
+Statuses:
+- ``missing``: never materialized.
+- ``stale``: Dagster's own stale-status resolver (the logic behind the UI's "unsynced": new code
+  version, new data version of a dependency such as a config source) says so, or an upstream
+  partition is itself stale (propagated here in topological order: the resolver only reacts
+  once the upstream has been *re-materialized*), or — Dagster's known limit — one of 100 or
+  more upstream partitions was materialized after this one
+  (SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD: such edges are not checked by Dagster).
+- ``incomplete``: materialized, up to date with what exists, but some upstream partitions are
+  missing (e.g. a model was just added). Not stale: nothing it read has changed; it is rebuilt
+  after the missing cells by ``wse materialize --stale``.
+- ``fresh``: none of the above.
+
+Cost: the resolver is only asked about materialized partitions (one query per asset lists
+them); never-materialized partitions are ``missing`` without further queries.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
-from dagster._core.definitions.partitions.definition import PartitionsDefinition  # noqa: F401
 
 try:  # the threshold Dagster uses; fall back to its documented value
     from dagster._core.definitions.data_version import (
@@ -22,61 +31,160 @@ try:  # the threshold Dagster uses; fall back to its documented value
 except ImportError:  # pragma: no cover
     PARTITION_THRESHOLD = 100
 
+MISSING, STALE, INCOMPLETE, FRESH = "missing", "stale", "incomplete", "fresh"
+MAX_LISTED = 5  # upstream partitions named in one cause line
+
 
 @dataclass
 class CellStatus:
     asset: str
     partition: str | None
-    status: str                 # "missing" | "stale" | "fresh"
+    status: str                 # "missing" | "stale" | "incomplete" | "fresh"
     causes: list[str] = field(default_factory=list)
 
 
-def _resolver(defs: Definitions, instance: DagsterInstance) -> CachingStaleStatusResolver:
+def _resolver(graph, instance: DagsterInstance) -> CachingStaleStatusResolver:
     from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
     from dagster._time import get_current_datetime
 
-    graph = defs.resolve_asset_graph()
     view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
                           instance=instance, asset_graph=graph)
     return CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
 
 
-def _latest_storage_id(instance: DagsterInstance, key: AssetKey) -> int | None:
-    rec = instance.get_latest_materialization_event(key)
-    return rec.storage_id if rec is not None else None
+def _label(key: AssetKey, pk: str | None) -> str:
+    return key.to_user_string() + (f"[{pk}]" if pk else "")
 
 
-def _updated_after(instance: DagsterInstance, key: AssetKey, storage_id: int) -> list[str]:
+def _listed(pks: list[str | None]) -> str:
+    shown = ", ".join(str(p) for p in pks[:MAX_LISTED])
+    return shown + (f" and {len(pks) - MAX_LISTED} more" if len(pks) > MAX_LISTED else "")
+
+
+def parent_partitions(graph, child: AssetKey, pk: str | None, parent: AssetKey) -> list[str | None]:
+    """The partitions of `parent` that partition `pk` of `child` reads (None = unpartitioned)."""
+    ppdef = graph.get(parent).partitions_def
+    if ppdef is None:
+        return [None]
+    if pk is None:
+        return list(ppdef.get_partition_keys())
+    if ppdef == graph.get(child).partitions_def:
+        return [pk]
+    sub = graph.get_parent_partition_keys_for_child(pk, parent, child).partitions_subset
+    return list(sub.get_partition_keys())
+
+
+def _materialized(instance: DagsterInstance, key: AssetKey, partitioned: bool) -> set[str | None]:
+    if partitioned:
+        return set(instance.get_materialized_partitions(key))
+    return {None} if instance.get_latest_materialization_event(key) is not None else set()
+
+
+def _latest_storage_id(instance: DagsterInstance, key: AssetKey, pk: str | None) -> int | None:
     res = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, after_storage_id=storage_id), limit=5)
-    return sorted({r.partition_key or "-" for r in res.records})
+        AssetRecordsFilter(asset_key=key, asset_partitions=[pk] if pk else None), limit=1)
+    return res.records[0].storage_id if res.records else None
+
+
+def _updated_after(instance: DagsterInstance, key: AssetKey, storage_id: int,
+                   pks: list[str | None]) -> list[str]:
+    """Partitions of `key` (among `pks`) materialized after `storage_id`."""
+    wanted = set(pks)
+    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, after_storage_id=storage_id),
+                                          limit=10_000)
+    return sorted({r.partition_key for r in res.records if r.partition_key in wanted})
+
+
+def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: str | None) -> list[str]:
+    out = []
+    for c in resolver.get_stale_causes(key, pk):
+        where = _label(c.dependency.asset_key, c.dependency.partition_key) if c.dependency else "code"
+        out.append(f"{where}: {c.reason}")
+    return out
 
 
 def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: bool = True) -> list[CellStatus]:
+    """Status of every materializable asset partition, in topological order."""
     graph = defs.resolve_asset_graph()
-    resolver = _resolver(defs, instance)
+    resolver = _resolver(graph, instance)
+    seen: dict[tuple[AssetKey, str | None], str] = {}
     out: list[CellStatus] = []
-    for key in sorted(graph.materializable_asset_keys, key=lambda k: k.to_user_string()):
+    for key in graph.toposorted_asset_keys:
         node = graph.get(key)
+        if not node.is_materializable:
+            continue
         pdef = node.partitions_def
         pks: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]
-        wide_parents = [p for p in node.parent_keys
-                        if graph.get(p).partitions_def is not None and pdef is None
-                        and len(graph.get(p).partitions_def.get_partition_keys()) >= PARTITION_THRESHOLD]
+        done = _materialized(instance, key, pdef is not None)
+        parents = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
+                   if graph.get(p).is_materializable]
         for pk in pks:
-            status = resolver.get_status(key, pk)
-            causes = [f"{c.key.asset_key.to_user_string()}"
-                      + (f"[{c.key.partition_key}]" if c.key.partition_key else "")
-                      + f": {c.reason}" for c in resolver.get_stale_causes(key, pk)] if status == StaleStatus.STALE else []
-            if status != StaleStatus.MISSING and wide_parents:
-                sid = _latest_storage_id(instance, key)
-                for parent in wide_parents:
-                    updated = _updated_after(instance, parent, sid) if sid is not None else []
-                    if updated:
-                        status = StaleStatus.STALE
-                        causes.append(f"{parent.to_user_string()}: upstream partition(s) {', '.join(updated)} "
-                                      "updated (checked explicitly: ≥100 upstream partitions)")
-            label = {StaleStatus.MISSING: "missing", StaleStatus.STALE: "stale"}.get(status, "fresh")
-            if label != "fresh" or not only_problems:
-                out.append(CellStatus(key.to_user_string(), pk, label, causes))
+            if pk not in done:
+                status, causes = MISSING, []
+            else:
+                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents)
+            seen[(key, pk)] = status
+            if status != FRESH or not only_problems:
+                out.append(CellStatus(key.to_user_string(), pk, status, causes))
+    return out
+
+
+def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
+               parents: list[AssetKey]) -> tuple[str, list[str]]:
+    stale = resolver.get_status(key, pk) == StaleStatus.STALE
+    causes = _resolver_causes(resolver, key, pk) if stale else []
+    incomplete: list[str] = []
+    sid: int | None = None
+    for parent in parents:
+        ppks = parent_partitions(graph, key, pk, parent)
+        up = [p for p in ppks if seen.get((parent, p)) == STALE]
+        if up:
+            stale = True
+            causes.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(up)} stale")
+        gone = [p for p in ppks if seen.get((parent, p)) == MISSING]
+        if gone:
+            incomplete.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(gone)} missing")
+        partial = [p for p in ppks if seen.get((parent, p)) == INCOMPLETE]
+        if partial:
+            incomplete.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(partial)} incomplete")
+        if len(ppks) >= PARTITION_THRESHOLD:  # Dagster does not check this edge: compare storage ids
+            sid = sid if sid is not None else _latest_storage_id(instance, key, pk)
+            updated = _updated_after(instance, parent, sid, ppks) if sid is not None else []
+            if updated:
+                stale = True
+                causes.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(updated)} updated "
+                              f"(checked explicitly: {len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)")
+    if stale:
+        return STALE, causes
+    if incomplete:
+        return INCOMPLETE, incomplete
+    return FRESH, []
+
+
+def with_descendants(defs: Definitions, cells: Iterable[tuple[AssetKey, str | None]],
+                     allowed: set[AssetKey] | None = None) -> dict[AssetKey, set[str | None]]:
+    """`cells` plus every materializable partition downstream of them (within `allowed`):
+    what has to run, in one go, when those cells are rebuilt."""
+    graph = defs.resolve_asset_graph()
+    out: dict[AssetKey, set[str | None]] = {}
+    frontier = list(cells)
+    while frontier:
+        key, pk = frontier.pop()
+        if pk in out.setdefault(key, set()):
+            continue
+        out[key].add(pk)
+        for child in graph.get(key).child_keys:
+            cnode = graph.get(child)
+            if not cnode.is_materializable or (allowed is not None and child not in allowed):
+                continue
+            cpdef = cnode.partitions_def
+            if cpdef is None:
+                cpks: list[str | None] = [None]
+            elif pk is None:
+                cpks = list(cpdef.get_partition_keys())
+            elif cpdef == graph.get(key).partitions_def:
+                cpks = [pk]
+            else:
+                cpks = list(graph.get_child_partition_keys_of_parent(pk, key, child))
+            frontier.extend((child, c) for c in cpks if c not in out.get(child, set()))
     return out

@@ -68,13 +68,15 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         description="One row per kept forecasting position of an included story: the 1-based index of the "
                     "last revealed sentence, the share of the story's tokens revealed (forecaster's "
                     "tokenizer; kept in [10 %, 99 %] with a last sentence of ≥ 10 words), every "
-                    "`endings.position_stride`-th kept position.",
+                    "`endings.position_stride`-th kept position (at most `endings.max_positions_per_story`, "
+                    "evenly spaced, when set — demo scale).",
     )
     def endings_positions(context, warehouse: WarehouseResource, settings: SettingsResource):
         s, key, wh = settings.get(), context.partition_key, warehouse.get()
         forecaster = _need_forecaster(s)
         rows = compute_positions(_stories(wh, key), key, token_counter(s, forecaster),
-                                 s.endings.position_stride or 1, forecaster, tokenizer_name(s, forecaster))
+                                 s.endings.position_stride or 1, forecaster, tokenizer_name(s, forecaster),
+                                 s.endings.max_positions_per_story)
         df = pl.DataFrame(rows, schema=POSITIONS_SCHEMA)
         per_story = df.group_by("story_id").len().sort("story_id") if df.height else df
         return write_table(wh, "endings_positions", df, key={"set_key": key}, extra_metadata={

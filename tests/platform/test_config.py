@@ -82,3 +82,10 @@ def test_api_keys_are_referenced_by_env_var_name_only():
     with pytest.raises(ConfigError) as err:
         settings_from_dict({"models": {"m": {"backend": "litellm", "model_id": "openai/x", "api_key": "sk-123"}}})
     assert "models.m.api_key: unknown key" in str(err.value)
+
+
+def test_shipped_data_paths_resolve_from_a_config_elsewhere(tmp_path):
+    s = load_settings(write_config(tmp_path))
+    corpus = s.resolve_path(s.endings.corpora[0].path)
+    assert corpus.exists() and (corpus / "araby.txt").exists()
+    assert s.resolve_path("out/new.duckdb") == tmp_path / "out" / "new.duckdb"  # outputs stay beside the config

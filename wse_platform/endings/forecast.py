@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
@@ -53,9 +53,20 @@ class SplitStory:
             raise ValueError(f"story {self.story_id!r}: sentence index {i} outside 1..{len(self.spans)}")
 
 
-def story_positions(story: SplitStory, count_tokens: Callable[[str], int], stride: int = 1) -> list[Position]:
-    """Kept positions of a story (share of forecaster tokens in [10 %, 99 %], last sentence ≥ 10 words)."""
-    return select_positions(story.sentences, count_tokens, stride=stride)
+def story_positions(story: SplitStory, count_tokens: Callable[[str], int], stride: int = 1,
+                    max_positions: int | None = None) -> list[Position]:
+    """Kept positions of a story (share of forecaster tokens in [10 %, 99 %], last sentence ≥ 10 words).
+
+    `max_positions` (demo scale) keeps at most that many, evenly spaced over the kept ones
+    (first and last included), renumbered 0..m-1 so the curve's x order stays contiguous."""
+    kept = select_positions(story.sentences, count_tokens, stride=stride)
+    if max_positions is None or len(kept) <= max_positions:
+        return kept
+    if max_positions < 1:
+        raise ValueError(f"max_positions must be ≥ 1, got {max_positions}")
+    last = len(kept) - 1
+    picks = sorted({round(i * last / (max_positions - 1)) for i in range(max_positions)}) if max_positions > 1 else [0]
+    return [replace(kept[j], position=i) for i, j in enumerate(picks)]
 
 
 def position_rows(story: SplitStory, set_key: str, positions: Sequence[Position], forecaster: str,
@@ -122,11 +133,13 @@ FORECAST_BATCH = 64  # positions per complete_many call (the paper's batch size)
 
 
 def compute_positions(stories: Sequence[SplitStory], set_key: str, count_tokens: Callable[[str], int],
-                      stride: int, forecaster: str, tokenizer: str) -> list[dict[str, Any]]:
+                      stride: int, forecaster: str, tokenizer: str,
+                      max_positions: int | None = None) -> list[dict[str, Any]]:
     """`endings_positions` rows for every story of a set."""
     rows: list[dict[str, Any]] = []
     for story in stories:
-        rows += position_rows(story, set_key, story_positions(story, count_tokens, stride), forecaster, tokenizer)
+        rows += position_rows(story, set_key, story_positions(story, count_tokens, stride, max_positions),
+                              forecaster, tokenizer)
     return rows
 
 
