@@ -74,10 +74,11 @@ class ModelConfig(_Strict):
     extra: dict[str, Any] = Field(default_factory=dict)  # backend-specific (n_ctx, tensor_parallel_size...)
 
     def identity(self) -> dict[str, Any]:
-        """What determines this model's outputs (for cache keys and staleness)."""
+        """What determines this model's outputs (for staleness). `extra` is included: backend
+        options such as n_ctx or repeat_penalty change answers; `api_base` does not."""
         return {
             "backend": self.backend, "model_id": self.model_id, "revision": self.revision,
-            "quantization": self.quantization, "sampling": self.sampling.model_dump(),
+            "quantization": self.quantization, "sampling": self.sampling.model_dump(), "extra": self.extra,
         }
 
 

@@ -44,3 +44,15 @@ def test_schema_is_computed_once_per_class():
     first, text = schema_of(Fact)
     again, text2 = schema_of(Fact)
     assert first is again and text == text2 and '"count"' in text
+
+
+def test_raw_control_characters_inside_strings_are_accepted_verbatim():
+    from pydantic import BaseModel
+
+    from wse_platform.llm.validation import parse_json
+
+    class Out(BaseModel):
+        text: str
+
+    parsed = parse_json('{"text": "line one\nline two"}', Out)
+    assert parsed.ok and parsed.value.text == "line one\nline two"

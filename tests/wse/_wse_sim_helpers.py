@@ -80,7 +80,7 @@ def default_answer(role: str, call, tag: str, step: int) -> str:
     if role == "wse.story_agent":
         return json.dumps({"narrative": f"NARRATIVE {tag} s{step}",
                            "options": [f"OPT-{tag}-s{step + 1}-{i}" for i in range(3)],
-                           "new_day": step == 2, "story_end": False, "end_kind": None})
+                           "new_day": step == 2, "ending": "continues"})
     if role == "wse.world_memory_agent":
         return json.dumps({"operations": [{"op": "set_condition", "character_id": "nora",
                                            "condition": f"tired after step {step}"}]})

@@ -168,7 +168,7 @@ def test_character_agent_and_world_model_failures(tmp_path):
 
 def test_story_end_is_recorded_apart_from_failures(tmp_path):
     ending = json.dumps({"narrative": "Pia falls from the cliff and dies.", "options": ["a", "b", "c"],
-                         "new_day": False, "story_end": True, "end_kind": "death"})
+                         "new_day": False, "ending": "death"})
     records, fake, _, _ = run(tmp_path, "B1+WMEM", {(ROLES["story"], "A", 2): ending})
     a = records[0]
     assert a.end_kind == "death" and a.end_step == 2 and a.failure_component is None and a.length == 2
@@ -176,7 +176,7 @@ def test_story_end_is_recorded_apart_from_failures(tmp_path):
     assert not fake.calls(ROLES["mem"], "A", 2)      # nothing to remember after the end
 
     inconsistent_flags = json.dumps({"narrative": "x", "options": ["a", "b", "c"], "new_day": False,
-                                     "story_end": True, "end_kind": None})
+                                     "ending": "ended somehow"})
     records, _, _, _ = run(tmp_path / "bad", "B1", {(ROLES["story"], "A", 1): inconsistent_flags})
     assert records[0].failure_component == "story_agent" and records[0].end_kind is None
 
@@ -287,10 +287,10 @@ def test_output_schema_rules():
         with pytest.raises(ValidationError):
             plan.model_validate({"beats": beats})
 
-    story = {"narrative": "n", "options": ["a", "b", "c"], "new_day": False, "story_end": False, "end_kind": None}
+    story = {"narrative": "n", "options": ["a", "b", "c"], "new_day": False, "ending": "continues"}
     assert StoryAgentOutput.model_validate(story).options == ["a", "b", "c"]
     for bad in ({"options": ["a", "b"]}, {"options": ["a", "b", "c", "d"]}, {"narrative": "  "},
-                {"options": ["a", "", "c"]}, {"story_end": True}, {"end_kind": "death"}, {"end_kind": "bored"}):
+                {"options": ["a", "", "c"]}, {"story_end": True}, {"end_kind": "death"}, {"ending": "bored"}):
         with pytest.raises(ValidationError):
             StoryAgentOutput.model_validate({**story, **bad})
 

@@ -48,7 +48,9 @@ def parse_json(text: str, output_model: type[BaseModel]) -> Parsed:
     schema_error: str | None = None
     for candidate in _json_candidates(text.strip()):
         try:
-            data = json.loads(candidate)
+            # strict=False: raw newlines/tabs inside strings are accepted (small models and some
+            # grammars emit them); the content is kept as written, nothing is defaulted.
+            data = json.loads(candidate, strict=False)
         except ValueError:
             continue
         try:

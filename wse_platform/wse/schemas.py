@@ -77,11 +77,16 @@ class DistributedIntent(_Out):
 
 @lru_cache(maxsize=1024)
 def centralized_intents_model(npc_ids: tuple[str, ...]) -> type[CentralizedIntents]:
-    """CentralizedIntents whose character ids are restricted to this seed's NPCs."""
-    intent_cls = create_model("NPCIntent", __base__=NPCIntent, character_id=(Literal[npc_ids], ...))
+    """CentralizedIntents with exactly one intent per NPC of this seed, in the seed's NPC order.
+
+    The intents are a fixed-length tuple whose i-th item can only name the i-th NPC, so the
+    JSON schema itself (and a decoding grammar built from it) forbids duplicates and omissions."""
+    item_classes = tuple(
+        create_model(f"NPCIntent{i}", __base__=NPCIntent, character_id=(Literal[npc], ...))
+        for i, npc in enumerate(npc_ids))
     model = create_model(
         "CentralizedIntents", __base__=CentralizedIntents,
-        intents=(list[intent_cls], Field(min_length=len(npc_ids), max_length=len(npc_ids))),
+        intents=(tuple[item_classes], ...),  # type: ignore[valid-type]
     )
     model.expected_ids = npc_ids
     return model
@@ -133,19 +138,24 @@ class StoryAgentOutput(_Out):
     narrative: NonEmpty
     options: list[NonEmpty] = Field(min_length=3, max_length=3)
     new_day: bool
-    story_end: bool
-    end_kind: EndKind | None
+    # One field for the story-end flag and its kind, so the schema itself (and a decoding
+    # grammar built from it) rules out "ended without a kind" and "kind without an end".
+    ending: Literal["continues"] | EndKind
 
     @model_validator(mode="after")
     def _rules(self) -> "StoryAgentOutput":
         _nonblank(self.narrative, "narrative")
         for i, o in enumerate(self.options):
             _nonblank(o, f"option {i + 1}")
-        if self.story_end and self.end_kind is None:
-            raise ValueError("story_end is true but end_kind is missing (death / permanent_incapacity / closed_story)")
-        if not self.story_end and self.end_kind is not None:
-            raise ValueError(f"end_kind {self.end_kind!r} given but story_end is false")
         return self
+
+    @property
+    def story_end(self) -> bool:
+        return self.ending != "continues"
+
+    @property
+    def end_kind(self) -> str | None:
+        return None if self.ending == "continues" else self.ending
 
 
 # ---- World Memory Agent (WMEM) -----------------------------------------------------------

@@ -101,24 +101,32 @@ def load_llama(path: Path, n_ctx: int, n_threads: int) -> Any:
 MAX_GRAMMAR_LENGTH = 1000
 
 
-def grammar_safe_schema(schema: Any) -> Any:
+def grammar_safe_schema(schema: Any, max_string_chars: int | None = None) -> Any:
+    """The schema llama.cpp compiles into a grammar (the pydantic validation keeps the original).
+
+    `max_string_chars` (model `extra.grammar_max_string_chars`) caps every free string in the
+    grammar only, so a tiny model that starts looping inside a string must close it and finish
+    the JSON instead of running into max_tokens with broken JSON."""
     if isinstance(schema, dict):
-        out = {k: grammar_safe_schema(v) for k, v in schema.items()}
+        out = {k: grammar_safe_schema(v, max_string_chars) for k, v in schema.items()}
         for key in ("maxLength", "maxItems"):
             if isinstance(out.get(key), int) and out[key] > MAX_GRAMMAR_LENGTH:
                 del out[key]
+        if max_string_chars and out.get("type") == "string" and not ({"enum", "const", "pattern"} & out.keys()):
+            cap = min(max_string_chars, MAX_GRAMMAR_LENGTH)
+            out["maxLength"] = min(out.get("maxLength", cap), cap)
         return out
     if isinstance(schema, list):
-        return [grammar_safe_schema(v) for v in schema]
+        return [grammar_safe_schema(v, max_string_chars) for v in schema]
     return schema
 
 
-def grammar_for(call: BackendCall) -> Any:
+def grammar_for(call: BackendCall, max_string_chars: int | None = None) -> Any:
     """Grammar constraining the output to the schema or the choices (cached per shape)."""
     from llama_cpp import LlamaGrammar
 
     if call.json_schema is not None:
-        key = "json:" + json.dumps(call.json_schema, sort_keys=True)
+        key = f"json:{max_string_chars}:" + json.dumps(call.json_schema, sort_keys=True)
     elif call.choices is not None:
         key = "choice:" + json.dumps(call.choices)
     else:
@@ -126,7 +134,8 @@ def grammar_for(call: BackendCall) -> Any:
     grammar = _GRAMMARS.get(key)
     if grammar is None:
         if call.json_schema is not None:
-            grammar = LlamaGrammar.from_json_schema(json.dumps(grammar_safe_schema(call.json_schema)), verbose=False)
+            grammar = LlamaGrammar.from_json_schema(
+                json.dumps(grammar_safe_schema(call.json_schema, max_string_chars)), verbose=False)
         else:
             alternatives = " | ".join(json.dumps(c, ensure_ascii=False) for c in call.choices or [])
             grammar = LlamaGrammar.from_string(f"root ::= {alternatives}", verbose=False)
@@ -172,6 +181,14 @@ class EmbeddedBackend(Backend):
         self.n_threads = int(model.extra.get("n_threads", 2))
         self.path = find_gguf(model.model_id, model.extra)
         self.n_calls = 0  # backend calls made (tests assert cache hits make none)
+        # Decoding options beyond the common Sampling (see models.<name>.extra in wse.yaml).
+        self.repeat_penalty = float(model.extra.get("repeat_penalty", 1.0))
+        cap = model.extra.get("grammar_max_string_chars")
+        self.max_string_chars = int(cap) if cap else None
+
+    def cache_namespace(self) -> str:
+        # Options that change the answers are part of every cache key.
+        return f"embedded:ctx{self.n_ctx}:rp{self.repeat_penalty}:str{self.max_string_chars}"
 
     def llama(self) -> Any:
         return load_llama(self.path, self.n_ctx, self.n_threads)
@@ -201,7 +218,7 @@ class EmbeddedBackend(Backend):
             meta["prompt_truncated_tokens"] = removed
             log.warning("embedded %s: prompt for role %s shortened by %d tokens to fit n_ctx=%d",
                         self.path.name, call.role, removed, self.n_ctx)
-        grammar = grammar_for(call)
+        grammar = grammar_for(call, self.max_string_chars)
         texts, tokens_in, tokens_out = [], 0, 0
         t0 = time.monotonic()
         with INFERENCE_LOCK:
@@ -210,7 +227,7 @@ class EmbeddedBackend(Backend):
                 r = llm.create_chat_completion(
                     messages=messages, temperature=1.0 if s.temperature is None else s.temperature,
                     top_p=1.0 if s.top_p is None else s.top_p, min_p=s.min_p or 0.0, max_tokens=max_tokens,
-                    seed=sample_seed(call.seed, k), grammar=grammar)
+                    seed=sample_seed(call.seed, k), grammar=grammar, repeat_penalty=self.repeat_penalty)
                 texts.append(r["choices"][0]["message"]["content"] or "")
                 tokens_in = r["usage"]["prompt_tokens"]
                 tokens_out += r["usage"]["completion_tokens"]
