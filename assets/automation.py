@@ -1,24 +1,23 @@
-"""Sensors, schedules and jobs: re-judging when a judge/auditor changes, and final-table refresh.
+"""Sensors and schedules: re-judging when a judge/auditor changes, and final-table refresh.
 
 - `config_observer` (sensor, every 30 s under the daemon / `dagster dev`): recomputes the
   fingerprints of every config source asset (`assets/versioning.py`) and records an
-  observation when one changed, so the UI marks exactly the affected cells unsynced. When a
-  *judge* configuration changed, it requests re-judging runs for every cell whose trajectories
-  exist (never a generation run), tagged with the judge backend for the run queue's limits.
-- `rejudge_schedule` (cron `rejudge_cron` from the config, default nightly): the same sweep for
-  cells whose verdicts come from an outdated judge configuration (e.g. after the daemon was off).
+  observation for each changed one, so the UI marks exactly the affected cells unsynced. When a
+  *judge* configuration changed, it requests one re-judging run per cell whose trajectories
+  exist (selection: the judged assets and their same-partition descendants, never a generation
+  asset), tagged with the judge backend for the run queue's limits.
+- `rejudge_schedule` (cron `rejudge_cron` from the config, default nightly): re-judges every cell
+  whose latest verdicts were made with another judge configuration (read from their data
+  provenance), e.g. after the daemon was off or a re-judging run failed.
 - `final_tables_sensor`: when a partition upstream of an unpartitioned final table was
-  materialized after that table, and nothing upstream is still running, rebuild the
-  benchmark's final tables. This also covers Dagster's ≥100-upstream-partitions blind spot.
+  materialized after that table, and nothing is running, rebuild the final tables. This also
+  covers Dagster's ≥100-upstream-partitions blind spot.
 """
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from dagster import (
     AssetKey,
     AssetObservation,
-    AssetSelection,
     AssetsDefinition,
     AssetSpec,
     DagsterRunStatus,
@@ -35,57 +34,39 @@ from dagster import (
     sensor,
 )
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
-from dagster._core.definitions.data_version import DATA_VERSION_TAG
+from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 
-from assets.partitions import BenchmarkPartitions, cell_of
+from assets.partitions import BenchmarkPartitions
+from assets.versioning import changed_observations, last_observed_version, source_versions
 from resources.settings import settings_for
-from wse_platform import versions
 from wse_platform.config import Settings
 
+# Runs are requested per partition with an asset selection; they go to Dagster's implicit asset
+# job, which (unlike an `AssetSelection.all()` target) may hold assets of different partitions.
+ASSET_JOB = IMPLICIT_ASSET_JOB_NAME
 BACKEND_TAG = "wse/backend"
 TRIGGER_TAG = "wse/trigger"
 
 
-def _judge_sources(s: Settings) -> dict[str, tuple[Callable[[], str], str | None]]:
-    """judge source asset -> (current fingerprint, judge model name)."""
+def _judge_models(s: Settings) -> dict[str, str | None]:
+    """judge source asset -> the judge model it configures (for the run queue's backend tag)."""
     wj = s.wse.consistency_judge or s.wse.richness_judge
     ra = s.ncp.reaudit_auditors[0].model if s.ncp.reaudit_auditors else None
-    return {
-        "wse_judge_config": (lambda: versions.wse_judge_version(s), wj.model if wj else None),
-        "ncp_reaudit_config": (lambda: versions.ncp_reaudit_version(s), ra),
-        "endings_judge_config": (lambda: versions.endings_judge_version(s), s.endings.judge),
-    }
-
-
-def _cell_sources(s: Settings, parts: BenchmarkPartitions) -> dict[str, Callable[[], dict[str, str]]]:
-    out: dict[str, Callable[[], dict[str, str]]] = {}
-    if parts.wse is not None:
-        out["wse_cell_config"] = lambda: {k: versions.wse_cell_version(s, *cell_of(k)) for k in parts.wse.get_partition_keys()}
-    if parts.ncp is not None:
-        out["ncp_cell_config"] = lambda: {k: versions.ncp_cell_version(s, *cell_of(k)) for k in parts.ncp.get_partition_keys()}
-    if parts.endings is not None:
-        out["endings_set_config"] = lambda: {k: versions.endings_set_version(s, k) for k in parts.endings.get_partition_keys()}
-    return out
-
-
-def _last_version(instance, key: AssetKey, partition: str | None = None) -> str | None:
-    rec = instance.get_latest_data_version_record(key, is_source=True, partition_key=partition)
-    if rec is None or rec.asset_observation is None:
-        return None
-    return rec.asset_observation.tags.get(DATA_VERSION_TAG)
+    return {"wse_judge_config": wj.model if wj else None, "ncp_reaudit_config": ra,
+            "endings_judge_config": s.endings.judge}
 
 
 class _LazyGraph:
     """The asset graph of `objs`, built on first use (sensors run long after definitions load)."""
 
     def __init__(self, objs: list):
-        self._objs = [o for o in objs if isinstance(o, (AssetsDefinition, AssetSpec, SourceAsset))]
+        self._objs = [AssetsDefinition(specs=[o]) if isinstance(o, AssetSpec) else o
+                      for o in objs if isinstance(o, (AssetsDefinition, AssetSpec, SourceAsset))]
         self._graph: AssetGraph | None = None
 
     def __getattr__(self, name):
-        if self._graph is None:
-            from dagster import Definitions
-            self._graph = Definitions(assets=self._objs).resolve_asset_graph()
+        if self._graph is None:  # straight from the assets: no resources needed to know the graph
+            self._graph = AssetGraph.from_assets(self._objs)
         return getattr(self._graph, name)
 
 
@@ -107,32 +88,58 @@ def _same_partition_closure(graph, key: AssetKey) -> list[AssetKey]:
     return sorted(out, key=lambda k: k.to_user_string())
 
 
+def judged_version(instance, key: AssetKey, partition: str | None, source: AssetKey) -> str | None:
+    """The judge-config data version the latest materialization of (key, partition) was made with."""
+    from dagster._core.definitions.data_version import extract_data_provenance_from_entry
+
+    rec = instance.get_latest_data_version_record(key, is_source=False, partition_key=partition)
+    prov = extract_data_provenance_from_entry(rec.event_log_entry) if rec is not None else None
+    if prov is None or source not in prov.input_data_versions:
+        return None
+    return prov.input_data_versions[source].value
+
+
 def rejudge_requests(instance, graph, source: str, fingerprint: str, backend: str) -> list[RunRequest]:
-    """One run per (judged asset, partition with existing trajectories), keyed by the new fingerprint."""
-    requests = []
+    """Runs re-judging every cell with existing trajectories whose verdicts were not made with the
+    judge configuration `fingerprint` (or do not exist): one run per partition, selecting only the
+    judged assets and their same-partition descendants — never a generation asset."""
     src = AssetKey(source)
     if not graph.has(src):
         return []
     judged = [c for c in graph.get(src).child_keys if graph.get(c).is_materializable]
     # A judged asset downstream of another judged asset rides in that one's run.
-    roots = [c for c in judged if not any(c in _same_partition_closure(graph, o) for o in judged if o != c)]
-    for child in sorted(roots, key=lambda k: k.to_user_string()):
-        node = graph.get(child)
-        selection = _same_partition_closure(graph, child)
-        tags = {BACKEND_TAG: backend, TRIGGER_TAG: "judge-change"}
+    roots = sorted((c for c in judged if not any(c in _same_partition_closure(graph, o) for o in judged if o != c)),
+                   key=lambda k: k.to_user_string())
+    tags = {BACKEND_TAG: backend, TRIGGER_TAG: "judge-change"}
+    per_partition: dict[str | None, set[AssetKey]] = {}
+    for root in roots:
+        node = graph.get(root)
         if node.partitions_def is None:
-            requests.append(RunRequest(run_key=f"{child.to_user_string()}:{fingerprint}", asset_selection=selection, tags=tags))
-            continue
-        gen_parents = [p for p in node.parent_keys if graph.get(p).is_materializable
-                       and graph.get(p).partitions_def == node.partitions_def]
-        done: set[str] | None = None
-        for p in gen_parents:
-            mats = set(instance.get_materialized_partitions(p))
-            done = mats if done is None else done & mats
-        for pk in sorted(done or []):
-            requests.append(RunRequest(run_key=f"{child.to_user_string()}:{pk}:{fingerprint}", asset_selection=selection,
-                                       partition_key=pk, tags=tags))
+            candidates: list[str | None] = [None]
+        else:
+            gen_parents = [p for p in node.parent_keys if graph.get(p).is_materializable
+                           and graph.get(p).partitions_def == node.partitions_def]
+            have: set[str] | None = None
+            for p in gen_parents:  # cells whose trajectories / transcripts / stories exist
+                mats = set(instance.get_materialized_partitions(p))
+                have = mats if have is None else have & mats
+            candidates = sorted(have or [])
+        for pk in candidates:
+            if judged_version(instance, root, pk, src) != fingerprint:
+                per_partition.setdefault(pk, set()).update(_same_partition_closure(graph, root))
+    requests = []
+    for pk in sorted(per_partition, key=str):
+        selection = sorted(per_partition[pk], key=lambda k: k.to_user_string())
+        run_key = f"rejudge:{source}:{pk or '-'}:{fingerprint}:{'+'.join(k.to_user_string() for k in selection)}"
+        requests.append(RunRequest(run_key=run_key, asset_selection=selection, partition_key=pk, tags=tags))
     return requests
+
+
+def _latest_record(instance, key: AssetKey):
+    """The latest materialization record (with its storage id) of an asset, or None."""
+    from dagster import AssetRecordsFilter
+    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
+    return res.records[0] if res.records else None
 
 
 def final_table_requests(instance, graph: AssetGraph) -> list[RunRequest]:
@@ -151,9 +158,10 @@ def final_table_requests(instance, graph: AssetGraph) -> list[RunRequest]:
         wide = [p for p in node.parent_keys if graph.get(p).partitions_def is not None]
         if not wide:
             continue
-        last = instance.get_latest_materialization_event(key)
-        if last is None:
-            stale.append(key)
+        last = _latest_record(instance, key)
+        if last is None:  # never built: build it once some upstream cell exists
+            if any(_latest_record(instance, p) is not None for p in wide):
+                stale.append(key)
             continue
         for p in wide:
             newer = instance.fetch_materializations(AssetRecordsFilter(asset_key=p, after_storage_id=last.storage_id), limit=1)
@@ -170,9 +178,8 @@ def final_table_requests(instance, graph: AssetGraph) -> list[RunRequest]:
             if graph.get(c).partitions_def is None and c not in selection and graph.get(c).is_materializable:
                 selection.add(c)
                 frontier.append(c)
-    marker = max(instance.get_latest_materialization_event(p).storage_id
-                 for k in stale for p in graph.get(k).parent_keys
-                 if instance.get_latest_materialization_event(p) is not None)
+    parents = {p for k in stale for p in graph.get(k).parent_keys}
+    marker = max((r.storage_id for r in (_latest_record(instance, p) for p in parents) if r is not None), default=0)
     return [RunRequest(run_key=f"final-tables:{marker}", asset_selection=sorted(selection, key=lambda k: k.to_user_string()),
                        tags={TRIGGER_TAG: "upstream-cells-changed"})]
 
@@ -181,46 +188,51 @@ def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list)
     config_path = settings.source_file
     graph = _LazyGraph(objs)
 
-    def sweep(instance, observe: bool) -> tuple[list[RunRequest], list[AssetObservation]]:
+    sources = [o for o in objs if isinstance(o, SourceAsset) and o.is_observable]
+
+    def sweep(instance, on_change_only: bool) -> tuple[list[RunRequest], list[AssetObservation]]:
+        """Observation events for changed config fingerprints, and re-judging requests:
+        on_change_only (sensor) only right after a judge configuration changed; otherwise
+        (schedule) for every cell whose verdicts used another judge configuration."""
         s = settings_for(config_path)
-        requests: list[RunRequest] = []
+        current = {src.key.to_user_string(): source_versions(src) for src in sources}
         events: list[AssetObservation] = []
-        for source, (fp, judge_model) in _judge_sources(s).items():
-            if not graph.has(AssetKey(source)):
+        for src in sources:
+            if current[src.key.to_user_string()] is not None:
+                events += changed_observations(instance, src, current[src.key.to_user_string()])
+        requests: list[RunRequest] = []
+        for source, judge_model in _judge_models(s).items():
+            versions_now = current.get(source)
+            if not versions_now or not graph.has(AssetKey(source)):
                 continue
-            current = fp()
-            last = _last_version(instance, AssetKey(source))
-            if last == current:
-                continue
-            if observe:
-                events.append(AssetObservation(asset_key=source, tags={DATA_VERSION_TAG: current}))
-            if last is not None or not observe:  # first-ever observation: nothing judged yet
-                requests += rejudge_requests(instance, graph, source, current, _backend(s, judge_model))
-        if observe:
-            for source, fps in _cell_sources(s, parts).items():
-                for pk, current in fps().items():
-                    if _last_version(instance, AssetKey(source), pk) != current:
-                        events.append(AssetObservation(asset_key=source, partition=pk, tags={DATA_VERSION_TAG: current}))
+            fingerprint = versions_now[None]
+            if on_change_only:
+                last = last_observed_version(instance, AssetKey(source))
+                if last is None or last == fingerprint:  # unchanged, or first observation: nothing judged yet
+                    continue
+            requests += rejudge_requests(instance, graph, source, fingerprint, _backend(s, judge_model))
         return requests, events
 
-    @sensor(name="config_observer", target=AssetSelection.all(), minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
+    @sensor(name="config_observer", job_name=ASSET_JOB, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
             description="Observes wse.yaml and prompt files; re-judges every existing trajectory when a judge changes.")
     def config_observer(context: SensorEvaluationContext):
-        requests, events = sweep(context.instance, observe=True)
+        requests, events = sweep(context.instance, on_change_only=True)
         if not requests and not events:
             return SkipReason("no configuration change")
         return SensorResult(run_requests=requests, asset_events=events)
 
-    @sensor(name="final_tables_sensor", target=AssetSelection.all(), minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
+    @sensor(name="final_tables_sensor", job_name=ASSET_JOB, minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
             description="Rebuilds final tables once upstream cells changed and no run is in flight.")
     def final_tables_sensor(context: SensorEvaluationContext):
         requests = final_table_requests(context.instance, graph)
         return requests or SkipReason("final tables are up to date")
 
-    @schedule(name="rejudge_schedule", target=AssetSelection.all(), cron_schedule=settings.rejudge_cron, default_status=DefaultScheduleStatus.RUNNING,
+    @schedule(name="rejudge_schedule", job_name=ASSET_JOB, cron_schedule=settings.rejudge_cron, default_status=DefaultScheduleStatus.RUNNING,
               description="Nightly sweep: re-judge cells whose verdicts come from an outdated judge configuration.")
     def rejudge_schedule(context: ScheduleEvaluationContext):
-        requests, _ = sweep(context.instance, observe=False)
+        requests, events = sweep(context.instance, on_change_only=False)
+        for ev in events:  # runs record the judge version they read: observe it first
+            context.instance.report_runless_asset_event(ev)
         return requests or SkipReason("all verdicts use the current judge configuration")
 
     return [config_observer, final_tables_sensor], [rejudge_schedule], []

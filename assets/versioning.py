@@ -106,9 +106,10 @@ def source_versions(src) -> dict[str | None, str] | None:
     from dagster import ObserveResult
     from dagster._core.decorator_utils import get_function_params
     from dagster._core.definitions.decorators.op_decorator import is_context_provided
+    from dagster._core.definitions.resource_annotation import get_resource_args
 
     fn = getattr(src, "observe_fn", None)
-    if fn is None or src.required_resource_keys or is_context_provided(get_function_params(fn)):
+    if fn is None or get_resource_args(fn) or is_context_provided(get_function_params(fn)):
         return None
     value = fn()
     if isinstance(value, DataVersionsByPartition):

@@ -16,6 +16,7 @@ from dagster import (
     AssetSpec,
     Definitions,
     SourceAsset,
+    in_process_executor,
 )
 
 warnings.filterwarnings("ignore", message=".*is currently in beta.*")
@@ -40,9 +41,8 @@ ASSET_MODULES: tuple[str, ...] = (
     "assets.endings.generation",
     "assets.endings.forecasting",
     "assets.endings.tables",
+    "assets.checks",
 )
-# Not-yet-written modules are skipped only when listed here (kept empty once all exist).
-OPTIONAL_MODULES: set[str] = {m for m in ASSET_MODULES if m.count(".") == 2}  # TODO: empty when all exist
 
 
 def _asset_keys(objs: Iterable[object]) -> set[str]:
@@ -60,13 +60,7 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
     parts = build_partitions(settings)
     objs: list[object] = []
     for name in ASSET_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if name in OPTIONAL_MODULES and err.name == name:
-                continue
-            raise
-        objs.extend(module.build(settings, parts))
+        objs.extend(importlib.import_module(name).build(settings, parts))
     objs.extend(build_sql_model_assets(_asset_keys(objs)))
 
     from assets.automation import build_automation  # sensors, schedules, jobs
@@ -83,6 +77,9 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
         sensors=sensors,
         schedules=schedules,
         jobs=jobs,
+        # One process per run, not per step: a step-per-process executor would pay Python
+        # start-up and an embedded-model reload for every step.
+        executor=in_process_executor,
     )
 
 

@@ -57,6 +57,8 @@ def _label(key: AssetKey, pk: str | None) -> str:
 
 
 def _listed(pks: list[str | None]) -> str:
+    if pks == [None]:
+        return "(unpartitioned)"
     shown = ", ".join(str(p) for p in pks[:MAX_LISTED])
     return shown + (f" and {len(pks) - MAX_LISTED} more" if len(pks) > MAX_LISTED else "")
 
@@ -140,13 +142,13 @@ def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
         up = [p for p in ppks if seen.get((parent, p)) == STALE]
         if up:
             stale = True
-            causes.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(up)} stale")
+            causes.append(f"{parent.to_user_string()}: upstream {_listed(up)} stale")
         gone = [p for p in ppks if seen.get((parent, p)) == MISSING]
         if gone:
-            incomplete.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(gone)} missing")
+            incomplete.append(f"{parent.to_user_string()}: upstream {_listed(gone)} missing")
         partial = [p for p in ppks if seen.get((parent, p)) == INCOMPLETE]
         if partial:
-            incomplete.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(partial)} incomplete")
+            incomplete.append(f"{parent.to_user_string()}: upstream {_listed(partial)} incomplete")
         if len(ppks) >= PARTITION_THRESHOLD:  # Dagster does not check this edge: compare storage ids
             sid = sid if sid is not None else _latest_storage_id(instance, key, pk)
             updated = _updated_after(instance, parent, sid, ppks) if sid is not None else []

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import statsmodels.api as sm
 
 MIN_MODELS = 3
 
@@ -34,6 +33,8 @@ def fit_log2(params_b: Sequence[float], values: Sequence[float]) -> ScalingFit:
         raise ValueError(f"fit_log2: parameter counts must be positive and finite, got {p.tolist()}")
     if len(p) < 2 or len(np.unique(p)) < 2:
         raise ValueError("fit_log2: need at least two distinct parameter counts")
+    import statsmodels.api as sm  # imported on use: it dominates the import time of every `wse` command
+
     x = sm.add_constant(np.log2(p), has_constant="add")
     res = sm.OLS(y, x).fit()
     r2 = float(res.rsquared) if np.ptp(y) > 0 else float("nan")  # constant Y: R² undefined, not -inf

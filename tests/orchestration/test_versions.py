@@ -1,0 +1,134 @@
+"""What changes a cell's generation version versus a judge version, and the run planner."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, Definitions, MaterializeResult, StaticPartitionsDefinition, asset
+
+from tests.conftest import write_config
+from wse_platform import versions
+from wse_platform.config import REPO_ROOT, load_settings
+from wse_platform.prompts import SHIPPED_DIR
+from wse_platform.runner import plan
+
+JUDGE_PROMPTS = ("consistency_judge", "richness_judge", "endings/judge.")
+
+
+def _generation_code() -> dict[str, tuple[str, ...]]:
+    from assets.endings import forecasting, generation as endings_generation
+    from assets.ncp import episodes
+    from assets.wse import generation as wse_generation
+    return {"wse_generation": wse_generation.CODE, "ncp_episodes": episodes.EPISODE_CODE,
+            "endings_stories": endings_generation.CODE, "endings_positions": forecasting.POSITIONS_CODE,
+            "endings_predictions": forecasting.FORECAST_CODE}
+
+
+@pytest.mark.parametrize("asset_name", sorted(_generation_code()))
+def test_generation_code_versions_exclude_judge_prompts_and_name_real_files(asset_name):
+    files = _generation_code()[asset_name]
+    assert not [f for f in files if any(j in f for j in JUDGE_PROMPTS)]
+    assert [f for f in files if not (REPO_ROOT / f).exists()] == []  # a missing file would hash as "absent"
+
+
+def _settings(tmp_path: Path, **overrides):
+    base = {
+        "models": {
+            "gen": {"backend": "litellm", "model_id": "openai/gen", "sampling": {"temperature": 0.7}},
+            "other": {"backend": "litellm", "model_id": "openai/other"},
+            "judge": {"backend": "litellm", "model_id": "openai/judge"},
+        },
+        "wse": {"models": ["gen", "other"], "architectures": ["B1", "B2"],
+                "consistency_judge": {"model": "judge", "prompt_version": "v1", "count": 3},
+                "richness_judge": {"model": "judge", "prompt_version": "v1", "count": 3}, "model_groups": {}},
+        "ncp": {"narrators": ["gen"], "player_model": "other", "auditor": {"model": "judge"},
+                "reaudit_auditors": [], "extraction_models": []},
+        "endings": {"forecaster": "other", "judge": "judge", "generators": ["gen"], "corpora": []},
+    }
+    for section, values in overrides.items():
+        if isinstance(values, dict) and section in base and isinstance(base[section], dict):
+            base[section] = {**base[section], **values}
+        else:
+            base[section] = values
+    folder = tmp_path / f"cfg{len(list(tmp_path.glob('cfg*')))}"
+    folder.mkdir()
+    return load_settings(write_config(folder, **base))
+
+
+def _prompt_v2(tmp_path: Path, bench: str, name: str) -> str:
+    target = tmp_path / "prompts" / bench / f"{name}.v2.md"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text((SHIPPED_DIR / bench / f"{name}.v1.md").read_text().replace("version: v1", "version: v2", 1))
+    return str(tmp_path / "prompts")
+
+
+def _wse(s):
+    cells = {(m, a): versions.wse_cell_version(s, m, a) for m in s.wse.models for a in s.wse.architectures}
+    return cells, versions.wse_judge_version(s)
+
+
+def test_judge_prompt_version_changes_only_the_judge_fingerprint(tmp_path):
+    before = _settings(tmp_path)
+    prompts = _prompt_v2(tmp_path, "wse", "consistency_judge")
+    after = _settings(tmp_path, prompts_dir=prompts,
+                      wse={"consistency_judge": {"model": "judge", "prompt_version": "v2", "count": 3}})
+    (cells_a, judge_a), (cells_b, judge_b) = _wse(before), _wse(after)
+    assert cells_a == cells_b
+    assert judge_a != judge_b
+
+
+def test_judge_count_changes_only_the_judge_fingerprint(tmp_path):
+    before, after = _settings(tmp_path), _settings(
+        tmp_path, wse={"richness_judge": {"model": "judge", "prompt_version": "v1", "count": 1}})
+    (cells_a, judge_a), (cells_b, judge_b) = _wse(before), _wse(after)
+    assert cells_a == cells_b and judge_a != judge_b
+
+
+def test_model_sampling_changes_only_that_models_cells(tmp_path):
+    before = _settings(tmp_path)
+    models = {**{k: v.model_dump(exclude_none=True) for k, v in before.models.items()}}
+    models["gen"]["sampling"] = {"temperature": 0.2}
+    after = _settings(tmp_path, models=models)
+    (cells_a, judge_a), (cells_b, judge_b) = _wse(before), _wse(after)
+    changed = {cell for cell in cells_a if cells_a[cell] != cells_b[cell]}
+    assert changed == {("gen", "B1"), ("gen", "B2")}
+    assert judge_a == judge_b
+
+
+def test_reaudit_auditors_do_not_touch_ncp_episodes(tmp_path):
+    before = _settings(tmp_path)
+    after = _settings(tmp_path, ncp={"reaudit_auditors": [{"model": "judge", "prompt_version": "v1"}]})
+    for arch in before.ncp.architectures:
+        assert versions.ncp_cell_version(before, "gen", arch) == versions.ncp_cell_version(after, "gen", arch)
+    assert versions.ncp_reaudit_version(before) != versions.ncp_reaudit_version(after)
+
+
+def test_endings_judge_prompt_does_not_touch_story_sets(tmp_path):
+    before = _settings(tmp_path)
+    prompts = _prompt_v2(tmp_path, "endings", "judge")
+    after = _settings(tmp_path, prompts_dir=prompts, endings={"judge_prompt_version": "v2"})
+    for key in ("gen:gen:vanilla", "gen:gen:beats"):
+        assert versions.endings_set_version(before, key) == versions.endings_set_version(after, key)
+    assert versions.endings_judge_version(before) != versions.endings_judge_version(after)
+
+
+def test_plan_runs_a_fresh_generation_cell_never_for_its_stale_verdicts():
+    cells = StaticPartitionsDefinition(["a", "b", "c"])
+
+    @asset(partitions_def=cells)
+    def gen():
+        return MaterializeResult()
+
+    @asset(partitions_def=cells, deps=[gen])
+    def verdicts():
+        return MaterializeResult()
+
+    @asset(deps=[verdicts])
+    def table():
+        return MaterializeResult()
+
+    defs = Definitions(assets=[gen, verdicts, table])
+    steps = plan(defs, [AssetKey("gen"), AssetKey("verdicts"), AssetKey("table")],
+                 {AssetKey("gen"): ["b"], AssetKey("verdicts"): ["a", "b"], AssetKey("table"): None})
+    assert [(sorted(k.to_user_string() for k in s.keys), s.partition_key) for s in steps] == [
+        (["verdicts"], "a"), (["gen", "verdicts"], "b"), (["table"], None)]
