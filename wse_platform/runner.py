@@ -47,9 +47,12 @@ def ensure_dagster_home(settings: Settings) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     cfg = home / "dagster.yaml"
-    limits = "\n".join(
-        f"      - key: wse/backend\n        value: {backend}\n        limit: {n}"
-        for backend, n in sorted(settings.concurrency.items()))
+    # Runs the sensors/CLI launch carry `wse/backend`; backfills launched in the UI carry the
+    # partition tag `dagster/partition/model`, limited per model by its backend's limit.
+    entries = [("wse/backend", backend, n) for backend, n in sorted(settings.concurrency.items())]
+    entries += [("dagster/partition/model", name, settings.concurrency[m.backend])
+                for name, m in sorted(settings.models.items()) if m.backend in settings.concurrency]
+    limits = "\n".join(f"      - key: {key}\n        value: {value}\n        limit: {n}" for key, value, n in entries)
     text = DAGSTER_YAML.format(max_runs=max(4, sum(settings.concurrency.values())), limits=limits or "      []")
     if not cfg.exists() or cfg.read_text() != text:
         cfg.write_text(text)

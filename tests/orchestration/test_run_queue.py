@@ -47,7 +47,9 @@ def test_dagster_yaml_queues_runs_with_backend_limits(tmp_path, monkeypatch):
     coordinator = instance.run_coordinator
     assert isinstance(coordinator, QueuedRunCoordinator)
     limits = {(d["key"], d["value"]): d["limit"] for d in coordinator.get_run_queue_config().tag_concurrency_limits}
-    assert limits == {(BACKEND_TAG, "embedded"): 1, (BACKEND_TAG, "litellm"): 8, (BACKEND_TAG, "vllm"): 2}
+    assert limits == {(BACKEND_TAG, "embedded"): 1, (BACKEND_TAG, "litellm"): 8, (BACKEND_TAG, "vllm"): 2,
+                      # UI backfills carry the partition tag: each model gets its backend's limit
+                      ("dagster/partition/model", "smollm2"): 1}
     assert coordinator.get_run_queue_config().max_concurrent_runs >= 11
 
 
