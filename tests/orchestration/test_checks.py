@@ -21,7 +21,10 @@ CELL = {"model": "smollm2", "arch": "B1"}
 
 @pytest.fixture
 def settings(config_file):
-    return load_settings(str(config_file))
+    # the paper's three judges (the shipped demo config uses one)
+    return load_settings(str(config_file), overrides={"wse": {"architectures": ["B1", "B2", "B3"],
+        "consistency_judge": {"model": "smollm2", "prompt_version": "v1", "count": 3},
+        "richness_judge": {"model": "smollm2", "prompt_version": "v1", "count": 3}}})
 
 
 @pytest.fixture

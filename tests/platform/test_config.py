@@ -1,6 +1,6 @@
 import pytest
 
-from wse_platform.config import ConfigError, load_settings, settings_from_dict
+from wse_platform.config import WSE_ARCHITECTURES, ConfigError, load_settings, settings_from_dict
 from tests.conftest import write_config
 
 BASE_MODELS = {"m1": {"backend": "embedded", "model_id": "x.gguf"}, "m2": {"backend": "litellm", "model_id": "openai/gpt"}}
@@ -9,9 +9,14 @@ BASE_MODELS = {"m1": {"backend": "embedded", "model_id": "x.gguf"}, "m2": {"back
 def test_shipped_config_is_valid_and_demo_scale():
     s = load_settings()
     assert s.profile == "demo"
-    assert s.wse.horizon == 3 and s.wse.n_seeds == 2
+    assert s.wse.horizon == 2 and s.wse.n_seeds == 1 and s.wse.bootstrap_draws == 200
     assert s.endings.same_model_judge and s.endings.allow_same_model
-    assert len(s.wse.architectures) == 12
+    assert set(s.wse.architectures) <= set(WSE_ARCHITECTURES)
+
+
+def test_default_architectures_are_the_twelve():
+    assert settings_from_dict({}).wse.architectures == list(WSE_ARCHITECTURES)
+    assert len(WSE_ARCHITECTURES) == 12 and len(set(WSE_ARCHITECTURES)) == 12
 
 
 def test_paper_profile_fills_scale_but_explicit_values_win():
