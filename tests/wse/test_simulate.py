@@ -233,6 +233,7 @@ def test_end_to_end_on_the_embedded_model(tmp_path):
     raw.update(warehouse_path=str(tmp_path / "wh.duckdb"), cache_dir=str(tmp_path / "cache"),
                artifacts_dir=str(tmp_path / "artifacts"))
     raw["wse"].update(horizon=2, n_seeds=1, architectures=["B1"],
+                      consistency_judge={"model": "smollm2", "prompt_version": "v1", "count": 3},
                       richness_judge={"model": "smollm2", "prompt_version": "v1", "count": 1})
     cfg = tmp_path / "wse.yaml"
     cfg.write_text(yaml.safe_dump(raw), encoding="utf-8")
