@@ -161,7 +161,8 @@ def cmd_ui(args) -> int:
     env = dict(os.environ)
     if args.config:
         env["WSE_CONFIG"] = str(Path(args.config).resolve())
-    cmd = ["dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(args.port)]
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1",
+           "-p", str(args.port)]
     print("running:", " ".join(cmd))
     return subprocess.call(cmd, env=env, cwd=root)
 
