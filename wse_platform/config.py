@@ -32,7 +32,13 @@ WSE_ARCHITECTURES: tuple[str, ...] = tuple(
     for b in (1, 2, 3) for w in (False, True) for p in (False, True)
 )
 NCP_ARCHITECTURES: tuple[str, ...] = ("baseline+adversarial", "baseline+natural", "memory+adversarial")
-ENDINGS_PIPELINES: tuple[str, ...] = ("vanilla", "beats", "warmup_beats")
+# 100-Endings pipelines and their steps, in order (the last step writes the story).
+ENDINGS_PIPELINE_STEPS: dict[str, tuple[str, ...]] = {
+    "vanilla": ("write",),
+    "beats": ("plan", "write"),
+    "warmup_beats": ("extract", "adapt", "write"),
+}
+ENDINGS_PIPELINES: tuple[str, ...] = tuple(ENDINGS_PIPELINE_STEPS)
 
 # Scale-dependent settings per profile; anything set explicitly in the file wins.
 SCALE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
@@ -149,6 +155,8 @@ class EndingsConfig(_Strict):
     allow_same_model: bool = False
     generators: list[str] = Field(default_factory=list)
     pipelines: list[str] = Field(default_factory=lambda: list(ENDINGS_PIPELINES))
+    # steps to drop per pipeline (ablation), e.g. {beats: [plan]} or {warmup_beats: [adapt]}
+    ablate: dict[str, list[str]] = Field(default_factory=dict)
     corpora: list[CorpusConfig] = Field(default_factory=list)
     ideas_file: str | None = None
     min_words: int = 500
@@ -168,6 +176,18 @@ class EndingsConfig(_Strict):
         bad = [p for p in v if p not in ENDINGS_PIPELINES]
         if bad:
             raise ValueError(f"unknown pipeline(s) {bad}; known: {list(ENDINGS_PIPELINES)}")
+        return v
+
+    @field_validator("ablate")
+    @classmethod
+    def _known_ablation(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for pipeline, drop in v.items():
+            if pipeline not in ENDINGS_PIPELINE_STEPS:
+                raise ValueError(f"unknown pipeline {pipeline!r}; known: {list(ENDINGS_PIPELINES)}")
+            ablatable = set(ENDINGS_PIPELINE_STEPS[pipeline][:-1])
+            bad = set(drop) - ablatable
+            if bad:
+                raise ValueError(f"{pipeline}: cannot ablate {sorted(bad)} (ablatable: {sorted(ablatable)})")
         return v
 
     @property

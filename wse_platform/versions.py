@@ -66,7 +66,7 @@ def prompt_shas(bench: str, names: list[str], version: str, prompts_dir: str | N
 def _scale(settings: Settings, section: str) -> dict[str, Any]:
     sec = getattr(settings, section).model_dump()
     keys = {"wse": ["horizon", "n_seeds"], "ncp": ["t_max", "n_specs", "sampling", "player_model"],
-            "endings": ["k", "position_stride", "max_positions_per_story", "max_human_stories", "n_ideas", "story_sampling",
+            "endings": ["k", "position_stride", "max_positions_per_story", "ablate", "max_human_stories", "n_ideas", "story_sampling",
                         "forecast_sampling", "forecaster", "min_words", "max_words", "ideas_file"]}[section]
     return {k: sec.get(k) for k in keys} | {"profile": settings.profile}
 

@@ -67,7 +67,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             rows = corpus_mod.story_rows(load, key, s.endings.same_model_judge)
         else:
             with llm.session(context) as client:
-                rows = generate_set(client, s, part["model"], part["pipeline"], key)
+                rows = generate_set(client, s, part["model"], part["pipeline"], key,
+                                    ablate=s.endings.ablate.get(part["pipeline"], ()))
         return _write(warehouse.get(), stories_frame(rows), key, problems, s.endings.same_model_judge)
 
     return [endings_stories]

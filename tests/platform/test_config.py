@@ -94,3 +94,13 @@ def test_shipped_data_paths_resolve_from_a_config_elsewhere(tmp_path):
     corpus = s.resolve_path(s.endings.corpora[0].path)
     assert corpus.exists() and (corpus / "araby.txt").exists()
     assert s.resolve_path("out/new.duckdb") == tmp_path / "out" / "new.duckdb"  # outputs stay beside the config
+
+
+def test_endings_ablation_is_validated():
+    ok = settings_from_dict({"endings": {"ablate": {"beats": ["plan"], "warmup_beats": ["adapt"]}}})
+    assert ok.endings.ablate["beats"] == ["plan"]
+    for bad, word in (({"beats": ["write"]}, "cannot ablate"), ({"fancy": ["plan"]}, "unknown pipeline"),
+                      ({"vanilla": ["plan"]}, "cannot ablate")):
+        with pytest.raises(ConfigError) as err:
+            settings_from_dict({"endings": {"ablate": bad}})
+        assert "endings.ablate" in str(err.value) and word in str(err.value)

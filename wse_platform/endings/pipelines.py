@@ -28,15 +28,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from wse_platform.config import ENDINGS_PIPELINE_STEPS
 from wse_platform.endings.corpus import count_words
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
 from wse_platform.prompts import get_prompt
 
-PIPELINE_STEPS: dict[str, tuple[str, ...]] = {
-    "vanilla": ("write",),
-    "beats": ("plan", "write"),
-    "warmup_beats": ("extract", "adapt", "write"),
-}
+PIPELINE_STEPS: dict[str, tuple[str, ...]] = ENDINGS_PIPELINE_STEPS  # defined once, in the config module
 MIN_STORY_CHARS = 200
 MAX_STORY_ATTEMPTS = 3
 SCENE_BEATS = 7
