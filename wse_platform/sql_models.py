@@ -43,15 +43,12 @@ class SQLModel:
     def build(self, warehouse: Warehouse) -> int:
         """Create or replace the table atomically; returns its row count."""
         body = self.render()
-        with warehouse.connect() as con:
-            try:
-                con.execute("BEGIN TRANSACTION")
+        try:
+            with warehouse.transaction() as con:
                 con.execute(f'CREATE OR REPLACE TABLE "{self.name}" AS {body}')
                 n = con.execute(f'SELECT count(*) FROM "{self.name}"').fetchall()[0][0]
-                con.execute("COMMIT")
-            except duckdb.Error as err:
-                con.execute("ROLLBACK")
-                raise SQLModelError(f"{self.path.name}: {err}") from err
+        except duckdb.Error as err:
+            raise SQLModelError(f"{self.path.name}: {err}") from err
         return int(n)
 
 

@@ -74,6 +74,18 @@ class Warehouse:
                 time.sleep(delay + random.random() * delay)
                 delay = min(delay * 2, 2.0)
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A locked connection inside BEGIN … COMMIT; any exception rolls back and propagates."""
+        with self.connect() as con:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
     # ---- schema --------------------------------------------------------------------
     def ddl_files(self) -> list[Path]:
         return sorted(self.sql_dir.glob("*.sql"))
@@ -104,18 +116,15 @@ class Warehouse:
             if df.height and (df[col] != val).any():
                 raise WarehouseError(f"{table}: rows outside partition {col}={val!r}")
         where = " AND ".join(f'"{c}" = ?' for c in key) or "TRUE"
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
+        try:
+            with self.transaction() as con:
                 con.execute(f'DELETE FROM "{table}" WHERE {where}', list(key.values()))
                 if df.height:
                     con.register("_wse_rows", df.to_arrow())
                     con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM _wse_rows')
                     con.unregister("_wse_rows")
-                con.execute("COMMIT")
-            except Exception as err:
-                con.execute("ROLLBACK")
-                raise WarehouseError(f"writing {table} partition {dict(key)} failed: {err}") from err
+        except Exception as err:
+            raise WarehouseError(f"writing {table} partition {dict(key)} failed: {err}") from err
         return df.height
 
     def replace_table(self, table: str, df: pl.DataFrame) -> int:
@@ -126,9 +135,8 @@ class Warehouse:
         self.ensure_schema()
         if not df.height:
             return 0
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            try:
+        try:
+            with self.transaction() as con:
                 con.register("_wse_rows", df.to_arrow())
                 before = con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
                 con.execute(
@@ -137,10 +145,8 @@ class Warehouse:
                 )
                 after = con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
                 con.unregister("_wse_rows")
-                con.execute("COMMIT")
-            except Exception as err:
-                con.execute("ROLLBACK")
-                raise WarehouseError(f"appending to {table} failed: {err}") from err
+        except Exception as err:
+            raise WarehouseError(f"appending to {table} failed: {err}") from err
         return after - before
 
     def execute(self, sql: str, params: list[Any] | None = None) -> None:
