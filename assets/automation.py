@@ -1,30 +1,35 @@
-"""Sensors and schedules: re-judging when a judge/auditor changes, and final-table refresh.
+"""What keeps the UI truthful: declarative automation on every asset, plus two hand-written pieces.
 
-- `config_observer` (sensor, every 30 s under the daemon / `dagster dev`): recomputes the
-  fingerprints of every config source asset (`assets/versioning.py`) and records an
-  observation for each changed one, so the UI marks exactly the affected cells unsynced. When a
-  *judge* configuration changed, it requests one re-judging run per cell whose trajectories
-  exist (selection: the judged assets and their same-partition descendants, never a generation
-  asset), tagged with the judge backend for the run queue's limits.
-- `rejudge_schedule` (cron `rejudge_cron` from the config, default nightly): re-judges every cell
-  whose latest verdicts were made with another judge configuration (read from their data
-  provenance), e.g. after the daemon was off or a re-judging run failed.
-- `final_tables_sensor`: when a partition upstream of an unpartitioned final table was
-  materialized after that table, and nothing is running, rebuild the final tables. This also
-  covers Dagster's ≥100-upstream-partitions blind spot.
+- **Automation conditions** (`rebuild_condition`, on every materializable asset, evaluated by the
+  `wse_automation` automation-condition sensor): an asset partition is requested when one of its
+  inputs got a *new data version* (a config fingerprint, a re-judged cell, a rebuilt table; a run
+  that rewrote identical rows keeps its data version and triggers nothing), when its code
+  version changed, or when it newly became missing (e.g. a model was added); never while an
+  input is missing or in progress. This covers "re-judge when the judge configuration changes"
+  (verdict assets depend on the judge-config asset only), "rebuild a cell when its config
+  changes", "rebuild final tables when their inputs changed" and "`llm_usage` follows
+  `llm_calls`". The UI shows each asset's condition and, per tick, which dependency fired.
+- `config_observer` (sensor, every 30 s): automation conditions read the event log, they cannot
+  read a file. This sensor fingerprints `wse.yaml` and the prompt files and records a
+  materialization of each config asset partition whose fingerprint changed (see
+  `assets/versioning.py`); the conditions then react to the new data versions.
+- `rejudge_schedule` (cron `rejudge_cron`): a condition reacts to a *change*; it cannot compare
+  the judge configuration stored in each cell's provenance with the current one. The nightly
+  sweep does, and re-judges cells whose verdicts still come from an older judge configuration
+  (e.g. a re-judging run failed, or the change happened while nothing was running).
 """
 from __future__ import annotations
 
 from dagster import (
     AssetKey,
-    AssetObservation,
+    AssetSelection,
     AssetsDefinition,
     AssetSpec,
-    DagsterRunStatus,
+    AutomationCondition,
+    AutomationConditionSensorDefinition,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunRequest,
-    RunsFilter,
     ScheduleEvaluationContext,
     SensorEvaluationContext,
     SensorResult,
@@ -37,7 +42,7 @@ from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 
 from assets.partitions import BenchmarkPartitions
-from assets.versioning import changed_observations, last_observed_version, source_versions
+from assets.versioning import config_events, config_specs, current_versions
 from resources.settings import settings_for
 from wse_platform.config import Settings
 
@@ -46,10 +51,37 @@ from wse_platform.config import Settings
 ASSET_JOB = IMPLICIT_ASSET_JOB_NAME
 BACKEND_TAG = "wse/backend"
 TRIGGER_TAG = "wse/trigger"
+AUTOMATION_SENSOR = "wse_automation"
+
+
+def rebuild_condition() -> AutomationCondition:
+    """Like Dagster's `eager()`, but a dependency counts as updated only when its data version
+    changed (a no-op rebuild upstream triggers nothing), and a code change counts too."""
+    changed_input = AutomationCondition.any_deps_match(
+        AutomationCondition.data_version_changed()).with_label("an input's data version changed")
+    code_changed = AutomationCondition.code_version_changed().with_label("code version changed")
+    newly_missing = AutomationCondition.newly_missing().with_label("newly missing")
+    return (
+        (newly_missing | changed_input | code_changed).since_last_handled()
+        & ~AutomationCondition.any_deps_missing()
+        & ~AutomationCondition.any_deps_in_progress()
+        & ~AutomationCondition.in_progress()
+    ).with_label("rebuild when an input, the code or the config changed")
+
+
+def with_automation(objs: list) -> list:
+    """Every materializable asset gets `rebuild_condition()` (checks and external assets unchanged)."""
+    cond = rebuild_condition()
+    out = []
+    for o in objs:
+        if isinstance(o, AssetsDefinition) and o.is_materializable:
+            o = o.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=cond))
+        out.append(o)
+    return out
 
 
 def _judge_models(s: Settings) -> dict[str, str | None]:
-    """judge source asset -> the judge model it configures (for the run queue's backend tag)."""
+    """judge config asset -> the judge model it configures (for the run queue's backend tag)."""
     wj = s.wse.consistency_judge or s.wse.richness_judge
     ra = s.ncp.reaudit_auditors[0].model if s.ncp.reaudit_auditors else None
     return {"wse_judge_config": wj.model if wj else None, "ncp_reaudit_config": ra,
@@ -135,104 +167,44 @@ def rejudge_requests(instance, graph, source: str, fingerprint: str, backend: st
     return requests
 
 
-def _latest_record(instance, key: AssetKey):
-    """The latest materialization record (with its storage id) of an asset, or None."""
-    from dagster import AssetRecordsFilter
-    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
-    return res.records[0] if res.records else None
-
-
-def final_table_requests(instance, graph: AssetGraph) -> list[RunRequest]:
-    """Rebuild unpartitioned tables whose partitioned upstream changed after their last build."""
-    from dagster import AssetRecordsFilter
-
-    active = instance.get_run_records(RunsFilter(statuses=[DagsterRunStatus.QUEUED, DagsterRunStatus.STARTED,
-                                                           DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED]), limit=1)
-    if active:
-        return []  # wait until the cells settle, then rebuild once
-    stale: list[AssetKey] = []
-    for key in graph.materializable_asset_keys:
-        node = graph.get(key)
-        if node.partitions_def is not None:
-            continue
-        wide = [p for p in node.parent_keys if graph.get(p).partitions_def is not None]
-        if not wide:
-            continue
-        last = _latest_record(instance, key)
-        if last is None:  # never built: build it once some upstream cell exists
-            if any(_latest_record(instance, p) is not None for p in wide):
-                stale.append(key)
-            continue
-        for p in wide:
-            newer = instance.fetch_materializations(AssetRecordsFilter(asset_key=p, after_storage_id=last.storage_id), limit=1)
-            if newer.records:
-                stale.append(key)
-                break
-    if not stale:
-        return []
-    # Everything downstream of the stale tables that is unpartitioned rebuilds in the same run.
-    selection = set(stale)
-    frontier = list(stale)
-    while frontier:
-        for c in graph.get(frontier.pop()).child_keys:
-            if graph.get(c).partitions_def is None and c not in selection and graph.get(c).is_materializable:
-                selection.add(c)
-                frontier.append(c)
-    parents = {p for k in stale for p in graph.get(k).parent_keys}
-    marker = max((r.storage_id for r in (_latest_record(instance, p) for p in parents) if r is not None), default=0)
-    return [RunRequest(run_key=f"final-tables:{marker}", asset_selection=sorted(selection, key=lambda k: k.to_user_string()),
-                       tags={TRIGGER_TAG: "upstream-cells-changed"})]
-
-
 def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list) -> tuple[list, list, list]:
     config_path = settings.source_file
     graph = _LazyGraph(objs)
+    specs = config_specs(objs)
 
-    sources = [o for o in objs if isinstance(o, SourceAsset) and o.is_observable]
-
-    def sweep(instance, on_change_only: bool) -> tuple[list[RunRequest], list[AssetObservation]]:
-        """Observation events for changed config fingerprints, and re-judging requests:
-        on_change_only (sensor) only right after a judge configuration changed; otherwise
-        (schedule) for every cell whose verdicts used another judge configuration."""
+    def changed_config(instance) -> list:
         s = settings_for(config_path)
-        current = {src.key.to_user_string(): source_versions(src) for src in sources}
-        events: list[AssetObservation] = []
-        for src in sources:
-            if current[src.key.to_user_string()] is not None:
-                events += changed_observations(instance, src, current[src.key.to_user_string()])
+        return [ev for spec in specs for ev in config_events(instance, spec, s)]
+
+    @sensor(name="config_observer", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
+            description="Fingerprints wse.yaml and the prompt files and records a materialization of every config "
+                        "asset partition whose fingerprint changed (automation conditions cannot read files); the "
+                        "automation conditions then rebuild what depends on it.")
+    def config_observer(context: SensorEvaluationContext):
+        events = changed_config(context.instance)
+        if not events:
+            return SkipReason("no configuration change")
+        return SensorResult(asset_events=events)
+
+    @schedule(name="rejudge_schedule", job_name=ASSET_JOB, cron_schedule=settings.rejudge_cron,
+              default_status=DefaultScheduleStatus.RUNNING,
+              description="Nightly sweep: re-judge cells whose verdicts come from an outdated judge configuration "
+                          "(compares each cell's provenance with the current fingerprint, which a condition cannot).")
+    def rejudge_schedule(context: ScheduleEvaluationContext):
+        for ev in changed_config(context.instance):  # runs record the judge version they read: record it first
+            context.instance.report_runless_asset_event(ev)
+        s = settings_for(config_path)
         requests: list[RunRequest] = []
         for source, judge_model in _judge_models(s).items():
-            versions_now = current.get(source)
-            if not versions_now or not graph.has(AssetKey(source)):
+            if not graph.has(AssetKey(source)):
                 continue
-            fingerprint = versions_now[None]
-            if on_change_only:
-                last = last_observed_version(instance, AssetKey(source))
-                if last is None or last == fingerprint:  # unchanged, or first observation: nothing judged yet
-                    continue
-            requests += rejudge_requests(instance, graph, source, fingerprint, _backend(s, judge_model))
-        return requests, events
-
-    @sensor(name="config_observer", job_name=ASSET_JOB, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
-            description="Observes wse.yaml and prompt files; re-judges every existing trajectory when a judge changes.")
-    def config_observer(context: SensorEvaluationContext):
-        requests, events = sweep(context.instance, on_change_only=True)
-        if not requests and not events:
-            return SkipReason("no configuration change")
-        return SensorResult(run_requests=requests, asset_events=events)
-
-    @sensor(name="final_tables_sensor", job_name=ASSET_JOB, minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
-            description="Rebuilds final tables once upstream cells changed and no run is in flight.")
-    def final_tables_sensor(context: SensorEvaluationContext):
-        requests = final_table_requests(context.instance, graph)
-        return requests or SkipReason("final tables are up to date")
-
-    @schedule(name="rejudge_schedule", job_name=ASSET_JOB, cron_schedule=settings.rejudge_cron, default_status=DefaultScheduleStatus.RUNNING,
-              description="Nightly sweep: re-judge cells whose verdicts come from an outdated judge configuration.")
-    def rejudge_schedule(context: ScheduleEvaluationContext):
-        requests, events = sweep(context.instance, on_change_only=False)
-        for ev in events:  # runs record the judge version they read: observe it first
-            context.instance.report_runless_asset_event(ev)
+            fingerprint = current_versions(source, s, parts)[None]
+            requests += rejudge_requests(context.instance, graph, source, fingerprint, _backend(s, judge_model))
         return requests or SkipReason("all verdicts use the current judge configuration")
 
-    return [config_observer, final_tables_sensor], [rejudge_schedule], []
+    automation = AutomationConditionSensorDefinition(
+        AUTOMATION_SENSOR, target=AssetSelection.all(), default_status=DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30, emit_backfills=False, run_tags={TRIGGER_TAG: "automation"},
+        description="Evaluates every asset's automation condition: rebuilds what a changed config, code version "
+                    "or input data version made out of date, exactly what `wse materialize --stale` would run.")
+    return [config_observer, automation], [rejudge_schedule], []

@@ -58,8 +58,8 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "ncp_extraction_comparison": ("extraction_model", "spec_id", "quantity"),
     "endings_stories": ("set_key", "story_id"),
     "endings_positions": ("set_key", "story_id", "position"),
-    "endings_predictions": ("set_key", "story_id", "position", "sample_index"),
-    "endings_verdicts": ("set_key", "judge_config_id", "story_id", "position", "sample_index"),
+    "endings_predictions": ("set_key", "story_id", "position", "sample_index", "repeat"),
+    "endings_verdicts": ("set_key", "judge_config_id", "story_id", "position", "sample_index", "repeat"),
 }
 # Which partitions definition (field of BenchmarkPartitions) each partitioned table uses.
 PARTITIONING: dict[str, str] = {
@@ -292,6 +292,7 @@ def evaluate_endings_verdict_coverage(wh: Warehouse, judge_id: str, where: Mappi
         "SELECT p.set_key, p.story_id, p.position, p.sample_index FROM endings_predictions p "
         "WHERE " + clause + " AND NOT EXISTS (SELECT 1 FROM endings_verdicts v WHERE v.set_key = p.set_key "
         "AND v.story_id = p.story_id AND v.position = p.position AND v.sample_index = p.sample_index "
+        "AND coalesce(v.\"repeat\", 0) = coalesce(p.\"repeat\", 0) "
         "AND v.judge_config_id = ?) ORDER BY p.set_key, p.story_id, p.position, p.sample_index",
         [*params, judge_id])
     n = int(wh.query(f"SELECT count(*) AS n FROM endings_predictions p WHERE {clause}", params)["n"][0])

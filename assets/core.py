@@ -44,13 +44,46 @@ from assets.partitions import BenchmarkPartitions
 from wse_platform.config import Settings
 
 
+LLM_CALLS = "llm_calls"
+
+
 def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     llm_calls = AssetSpec(
-        "llm_calls",
+        LLM_CALLS,
         description="One row per LLM call attempt made through the platform client (cache hits "
-                    "included): run, role, model, tokens, latency, cost, cache hit, validity. "
-                    "Written by the `llm` resource at the end of every step that calls a model.",
+                    "included): run, role, model, tokens, latency, cost, cache hit, validity, failure kind. "
+                    "Written by the `llm` resource while an LLM asset's step runs; every such step records a "
+                    "materialization of this asset (its upstream edges are those assets), so `llm_usage` "
+                    "downstream is rebuilt, or shown out of date, whenever calls were added.",
         group_name="platform",
         kinds={"duckdb"},
     )
     return [llm_calls]
+
+
+def with_llm_calls_lineage(objs: list) -> list:
+    """`llm_calls` with a dependency on every asset of kind "llm" (the lineage the UI draws)."""
+    from dagster import AssetsDefinition
+
+    llm_keys = sorted({s.key for o in objs if isinstance(o, AssetsDefinition) for s in o.specs
+                       if "llm" in (s.kinds or set())}, key=lambda k: k.to_user_string())
+    return [o.replace_attributes(deps=llm_keys) if isinstance(o, AssetSpec) and o.key.to_user_string() == LLM_CALLS
+            else o for o in objs]
+
+
+def mark_llm_calls(context, n_records: int, n_failed: int = 0) -> None:
+    """Record, from an LLM asset's step, a materialization of `llm_calls` for the calls it added.
+
+    The data version names this step's batch, so every batch of new calls is a new version of
+    `llm_calls` (and `llm_usage` is rebuilt by its automation condition / shown unsynced)."""
+    from dagster import AssetMaterialization
+
+    if n_records <= 0:
+        return
+    step = str(getattr(context, "op_handle", None) or "step")
+    partition = context.partition_key if getattr(context, "has_partition_key", False) else None
+    version = f"{context.run_id[:8]}:{step}:{partition or '-'}:{n_records}"
+    context.log_event(AssetMaterialization(
+        asset_key=LLM_CALLS, tags={"dagster/data_version": version},
+        metadata={"calls_added": n_records, "failed_calls_added": n_failed, "by_step": str(step),
+                  **({"partition": partition} if partition else {})}))

@@ -1,19 +1,36 @@
-"""Shared helpers for thin assets: write a table and report what was written."""
+"""Shared helpers for thin assets: write a table and report what was written.
+
+Every table materialization carries what a Dagster user expects on a table asset:
+``dagster/row_count`` of the *whole* table (``partition_row_count`` for the partition just
+written), ``dagster/table_name``, ``dagster/column_schema`` read back from the warehouse, a typed
+table preview (``MetadataValue.table``), plots as inline images (markdown) plus a ``file://`` link
+to each PNG, and a data version computed from the rows written, so a run that writes identical
+rows does not make anything downstream look changed.
+"""
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-from dagster import MaterializeResult, MetadataValue
+from dagster import (
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    TableColumn,
+    TableRecord,
+    TableSchema,
+)
 
 from wse_platform.warehouse import Warehouse
 
 PREVIEW_ROWS = 10
+MAX_CELL_CHARS = 60
 
 
-def markdown_preview(df: pl.DataFrame, rows: int = PREVIEW_ROWS, max_chars: int = 60) -> str:
+def markdown_preview(df: pl.DataFrame, rows: int = PREVIEW_ROWS, max_chars: int = MAX_CELL_CHARS) -> str:
     """A small markdown table of the first rows (long cells shortened)."""
     if df.is_empty():
         return "_(no rows)_"
@@ -33,6 +50,99 @@ def markdown_preview(df: pl.DataFrame, rows: int = PREVIEW_ROWS, max_chars: int 
     return "\n".join(lines)
 
 
+# ---- typed metadata -------------------------------------------------------------------------
+_INT = (pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32, pl.UInt64)
+
+
+def _column_type(dtype: pl.DataType) -> str:
+    if dtype in _INT:
+        return "int"
+    if dtype in (pl.Float32, pl.Float64):
+        return "float"
+    if dtype == pl.Boolean:
+        return "bool"
+    return "string"
+
+
+def table_preview(df: pl.DataFrame, rows: int = PREVIEW_ROWS, max_chars: int = MAX_CELL_CHARS) -> MetadataValue:
+    """The first rows as a typed table (numbers stay numbers; long text is shortened)."""
+    schema = TableSchema(columns=[TableColumn(c, _column_type(t)) for c, t in df.schema.items()])
+
+    def value(v: Any, kind: str) -> Any:
+        if v is None:
+            return None
+        if kind in ("int", "float", "bool"):
+            return v
+        s = str(v).replace("\n", " ")
+        return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
+
+    kinds = [c.type for c in schema.columns]
+    records = [TableRecord({c: value(v, k) for c, v, k in zip(df.columns, row, kinds)})
+               for row in df.head(rows).iter_rows()]
+    return MetadataValue.table(records=records, schema=schema)
+
+
+def warehouse_table_name(wh: Warehouse, table: str) -> str:
+    """Fully qualified name as DuckDB shows it: <database (file stem)>.main.<table>."""
+    return f"{Path(wh.path).stem}.main.{table}"
+
+
+def warehouse_column_schema(wh: Warehouse, table: str) -> TableSchema | None:
+    """Column names and SQL types of a warehouse table, as it exists now."""
+    try:
+        cols = wh.query("SELECT column_name, data_type FROM information_schema.columns "
+                        "WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position", [table])
+    except Exception:  # noqa: BLE001 - metadata must never fail a materialization
+        return None
+    if cols.is_empty():
+        return None
+    return TableSchema(columns=[TableColumn(n, t) for n, t in cols.iter_rows()])
+
+
+def whole_table_rows(wh: Warehouse, table: str) -> int | None:
+    try:
+        return int(wh.query(f'SELECT count(*) AS n FROM "{table}"')["n"][0])
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def content_version(df: pl.DataFrame) -> str:
+    """A data version from the rows themselves (schema, order and values): identical rows give
+    the identical version, so a no-op rebuild does not mark downstream assets as changed."""
+    h = hashlib.sha256(str(list(df.schema.items())).encode())
+    h.update(str(df.height).encode())
+    if df.height:
+        try:
+            h.update(df.hash_rows(seed=0, seed_1=1, seed_2=2, seed_3=3).to_numpy().tobytes())
+        except Exception:  # noqa: BLE001 - exotic dtypes: fall back to the serialized rows
+            h.update(df.write_json().encode())
+    return h.hexdigest()[:16]
+
+
+def table_metadata(wh: Warehouse, table: str, df: pl.DataFrame, partitioned: bool) -> dict[str, Any]:
+    """Row counts (whole table; partition), table name, column schema and typed preview."""
+    meta: dict[str, Any] = {"dagster/table_name": warehouse_table_name(wh, table), "table": table}
+    total = whole_table_rows(wh, table)
+    meta["dagster/row_count"] = total if total is not None else df.height
+    if partitioned:
+        meta["partition_row_count"] = df.height
+    schema = warehouse_column_schema(wh, table)
+    if schema is not None:
+        meta["dagster/column_schema"] = schema
+    meta["preview"] = table_preview(df)
+    return meta
+
+
+def plot_metadata(plots: Mapping[str, str | Path] | None) -> dict[str, Any]:
+    """Each plot as an inline image (markdown) and a link to its PNG file."""
+    meta: dict[str, Any] = {}
+    for name, path in (plots or {}).items():
+        p = Path(path)
+        meta[f"{name}_image"] = MetadataValue.md(_inline_png(p))
+        meta[name] = MetadataValue.url(p.resolve().as_uri())
+    return meta
+
+
 def write_table(
     warehouse: Warehouse,
     table: str,
@@ -42,23 +152,14 @@ def write_table(
     plots: Mapping[str, str | Path] | None = None,
     data_version: str | None = None,
 ) -> MaterializeResult:
-    """Replace the table (or the partition `key` of it) and return a MaterializeResult with
-    row count, a markdown preview and optional plots (PNG paths, shown inline in the UI)."""
-    n = warehouse.replace_partition(table, df, key or {})
-    metadata: dict[str, Any] = {
-        "dagster/row_count": n,
-        "table": table,
-        "preview": MetadataValue.md(markdown_preview(df)),
-    }
-    for name, path in (plots or {}).items():
-        metadata[name] = MetadataValue.path(str(path))
-        metadata[f"{name}_image"] = MetadataValue.md(_inline_png(Path(path)))
+    """Replace the table (or the partition `key` of it) and return a MaterializeResult with the
+    table metadata above. `data_version` defaults to a hash of the rows written."""
+    warehouse.replace_partition(table, df, key or {})
+    metadata = table_metadata(warehouse, table, df, partitioned=bool(key))
+    metadata.update(plot_metadata(plots))
     metadata.update(extra_metadata or {})
-    kwargs: dict[str, Any] = {"metadata": metadata}
-    if data_version is not None:
-        from dagster import DataVersion
-        kwargs["data_version"] = DataVersion(data_version)
-    return MaterializeResult(**kwargs)
+    return MaterializeResult(metadata=metadata,
+                             data_version=DataVersion(data_version or content_version(df)))
 
 
 def _inline_png(path: Path) -> str:
@@ -67,3 +168,80 @@ def _inline_png(path: Path) -> str:
         return f"_(missing plot {path})_"
     b64 = base64.b64encode(path.read_bytes()).decode()
     return f"![{path.name}](data:image/png;base64,{b64})"
+
+
+# ---- definition-time metadata (from the DDL in sql/) -----------------------------------------
+_COMMENT = r"^\s*\"?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\"?\s+[^-]*?--\s*(?P<comment>.+?)\s*$"
+
+
+def ddl_column_schemas(sql_dir: Path | None = None) -> dict[str, TableSchema]:
+    """Column name, SQL type and the DDL's trailing `-- comment` of every table created in `sql/`.
+
+    Types come from DuckDB itself (the DDL runs in an in-memory database); comments from the lines.
+    """
+    import re
+
+    import duckdb
+
+    from wse_platform.warehouse import SQL_DIR
+
+    files = sorted(Path(sql_dir or SQL_DIR).glob("*.sql"))
+    comments: dict[tuple[str, str], str] = {}
+    con = duckdb.connect(":memory:")
+    try:
+        for f in files:
+            text = f.read_text(encoding="utf-8")
+            con.execute(text)
+            table = None
+            for line in text.splitlines():
+                start = re.match(r"^\s*CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?(\w+)", line, re.I)
+                if start:
+                    table = start[1]
+                    continue
+                m = re.match(_COMMENT, line)
+                if table and m and m["name"].upper() not in {"CREATE", "ALTER", "SELECT", "FROM", "WHERE"}:
+                    comments.setdefault((table, m["name"]), m["comment"])
+                if line.strip().startswith(")"):
+                    table = None
+        rows = con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                           "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
+    finally:
+        con.close()
+    out: dict[str, list[TableColumn]] = {}
+    for table, col, dtype in rows:
+        out.setdefault(table, []).append(TableColumn(col, dtype, description=comments.get((table, col))))
+    return {t: TableSchema(columns=cols) for t, cols in out.items()}
+
+
+OWNERS = {"wse_bench": "team:wse-bench", "ncp_bench": "team:ncp-bench", "endings": "team:endings",
+          "platform": "team:platform"}
+
+
+def describe_tables(objs: list, warehouse_path: Path) -> list:
+    """Definition metadata on every table asset: `dagster/table_name`, `dagster/column_schema` from
+    the DDL, an owner per benchmark and tags (benchmark, layer), so the catalog shows them before
+    anything is materialized."""
+    from dagster import AssetsDefinition, AssetSpec
+
+    schemas = ddl_column_schemas()
+    db = Path(warehouse_path).stem
+
+    def decorate(spec: AssetSpec) -> AssetSpec:
+        name = spec.key.to_user_string()
+        meta: dict[str, Any] = {}
+        if name in schemas:
+            meta["dagster/table_name"] = f"{db}.main.{name}"
+            meta["dagster/column_schema"] = schemas[name]
+        layer = "config" if "yaml" in (spec.kinds or set()) else ("cell" if spec.partitions_def else "table")
+        tags = {"benchmark": (spec.group_name or "platform"), "layer": layer}
+        owner = OWNERS.get(spec.group_name or "platform")
+        return spec.merge_attributes(metadata=meta, tags=tags, owners=[owner] if owner else [])
+
+    out = []
+    for o in objs:
+        if isinstance(o, AssetsDefinition):
+            o = o.map_asset_specs(decorate)
+        elif isinstance(o, AssetSpec):
+            o = decorate(o)
+        out.append(o)
+    return out

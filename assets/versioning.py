@@ -1,10 +1,16 @@
-"""Config source assets: what each generation cell and each judge configuration depends on.
+"""Config assets: what each generation cell and each judge configuration depends on.
 
-Each is an observable source asset whose data version is a fingerprint from
-`wse_platform.versions`. Generation assets depend on the cell-config asset of their
-benchmark (same partitions, so a cell becomes unsynced only when *its* model, prompts,
-architecture code or scale change); judging assets depend on the judge-config asset (so a
-judge change makes every verdict cell unsynced while trajectories stay fresh).
+Each is an *external* asset (``AssetSpec``, no compute) whose data version is a fingerprint from
+`wse_platform.versions`. Whoever notices the config (the `config_observer` sensor every 30 s,
+`wse materialize` / `wse status` at start) records a *runless materialization* carrying the
+fingerprint as its data version, for each partition whose fingerprint changed. Materializations
+(rather than observations) so the UI shows a config asset as built, with its current version,
+instead of "Missing" / "0 % filled".
+
+Generation assets depend on the cell-config asset of their benchmark (same partitions, so a
+cell becomes unsynced only when *its* model, prompts, architecture code or scale change);
+judging assets depend on the judge-config asset (so a judge change makes every verdict cell
+unsynced while trajectories stay fresh).
 
 Dependencies to declare (by key):
     WSE:      trajectories  -> wse_cell_config;      verdicts  -> wse_judge_config
@@ -13,11 +19,12 @@ Dependencies to declare (by key):
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from dagster import DataVersion, DataVersionsByPartition, observable_source_asset
+from dagster import AssetKey, AssetMaterialization, AssetSpec, MetadataValue
 
-from assets.partitions import BenchmarkPartitions, cell_of
+from assets.partitions import BenchmarkPartitions, build_partitions, cell_of
 from resources.settings import settings_for
 from wse_platform import versions
 from wse_platform.config import Settings
@@ -27,6 +34,9 @@ CONFIG_ASSETS = {
     "ncp": ("ncp_cell_config", "ncp_reaudit_config"),
     "endings": ("endings_set_config", "endings_judge_config"),
 }
+CONFIG_TAG = "wse/config_asset"        # tag on the config AssetSpecs
+CONFIG_FILE_META = "config_file"       # definition metadata: the config file the fingerprints read
+DATA_VERSION_TAG = "dagster/data_version"  # the tag Dagster reads a materialization's data version from
 
 
 def code_version(*files: str | Path) -> str:
@@ -34,107 +44,104 @@ def code_version(*files: str | Path) -> str:
     return versions.code_version_of(*files)
 
 
+# key -> (BenchmarkPartitions field or None, what it fingerprints, fingerprint(settings, partition key))
+_Fingerprint = Callable[[Settings, str | None], str]
+CONFIG_SOURCES: dict[str, tuple[str | None, str, _Fingerprint]] = {
+    "wse_cell_config": ("wse", "each WSE-bench cell's generation setup (model, prompts, architecture code, scale)",
+                        lambda s, pk: versions.wse_cell_version(s, *cell_of(pk))),
+    "wse_judge_config": (None, "the WSE-bench judge configuration (consistency and richness judges)",
+                         lambda s, pk: versions.wse_judge_version(s)),
+    "ncp_cell_config": ("ncp", "each NCP-Bench cell's episode setup (narrator, player, in-loop auditor, prompts, "
+                               "scale)", lambda s, pk: versions.ncp_cell_version(s, *cell_of(pk))),
+    "ncp_reaudit_config": (None, "the NCP-Bench re-audit auditor configurations",
+                           lambda s, pk: versions.ncp_reaudit_version(s)),
+    "endings_set_config": ("endings", "each 100-Endings story set's generation and forecasting setup",
+                           lambda s, pk: versions.endings_set_version(s, pk)),
+    "endings_judge_config": (None, "the 100-Endings Y/N judge configuration",
+                             lambda s, pk: versions.endings_judge_version(s)),
+}
+GROUPS = {"wse": "wse_bench", "ncp": "ncp_bench", "endings": "endings"}
+
+
 def _desc(what: str) -> str:
-    return (f"Fingerprint of {what}. Observed from `wse.yaml` and the prompt files; a changed "
-            "data version marks the downstream cells unsynced.")
+    return (f"Fingerprint of {what}, read from `wse.yaml` and the prompt files. Recorded as a "
+            "materialization whenever it changes (by the `config_observer` sensor, and by `wse materialize` / "
+            "`wse status`); its data version is the fingerprint, so a change marks exactly the downstream "
+            "cells unsynced and the automation conditions rebuild them.")
 
 
 def build(settings: Settings, parts: BenchmarkPartitions) -> list:
-    config_path = settings.source_file
+    config_file = str(settings.source_file or "")
     out = []
-
-    def cur() -> Settings:
-        return settings_for(config_path)
-
-    if parts.wse is not None:
-        @observable_source_asset(name="wse_cell_config", partitions_def=parts.wse, group_name="wse_bench",
-                                 description=_desc("each WSE-bench cell's generation setup (model, prompts, architecture code, scale)"))
-        def wse_cell_config():
-            s = cur()
-            return DataVersionsByPartition({
-                k: versions.wse_cell_version(s, *cell_of(k)) for k in parts.wse.get_partition_keys()})
-
-        @observable_source_asset(name="wse_judge_config", group_name="wse_bench",
-                                 description=_desc("the WSE-bench judge configuration (consistency and richness judges)"))
-        def wse_judge_config():
-            return DataVersion(versions.wse_judge_version(cur()))
-
-        out += [wse_cell_config, wse_judge_config]
-
-    if parts.ncp is not None:
-        @observable_source_asset(name="ncp_cell_config", partitions_def=parts.ncp, group_name="ncp_bench",
-                                 description=_desc("each NCP-Bench cell's episode setup (narrator, player, in-loop auditor, prompts, scale)"))
-        def ncp_cell_config():
-            s = cur()
-            return DataVersionsByPartition({
-                k: versions.ncp_cell_version(s, *cell_of(k)) for k in parts.ncp.get_partition_keys()})
-
-        @observable_source_asset(name="ncp_reaudit_config", group_name="ncp_bench",
-                                 description=_desc("the NCP-Bench re-audit auditor configurations"))
-        def ncp_reaudit_config():
-            return DataVersion(versions.ncp_reaudit_version(cur()))
-
-        out += [ncp_cell_config, ncp_reaudit_config]
-
-    if parts.endings is not None:
-        @observable_source_asset(name="endings_set_config", partitions_def=parts.endings, group_name="endings",
-                                 description=_desc("each 100-Endings story set's generation and forecasting setup"))
-        def endings_set_config():
-            s = cur()
-            return DataVersionsByPartition({
-                k: versions.endings_set_version(s, k) for k in parts.endings.get_partition_keys()})
-
-        @observable_source_asset(name="endings_judge_config", group_name="endings",
-                                 description=_desc("the 100-Endings Y/N judge configuration"))
-        def endings_judge_config():
-            return DataVersion(versions.endings_judge_version(cur()))
-
-        out += [endings_set_config, endings_judge_config]
+    for key, (kind, what, _) in CONFIG_SOURCES.items():
+        bench = key.split("_", 1)[0]
+        bench_parts = getattr(parts, bench)
+        if bench_parts is None:
+            continue
+        meta = {CONFIG_FILE_META: MetadataValue.path(config_file)} if config_file else {}
+        out.append(AssetSpec(key, partitions_def=getattr(parts, kind) if kind else None, group_name=GROUPS[bench],
+                             description=_desc(what), kinds={"yaml"}, tags={CONFIG_TAG: "true"},
+                             metadata=meta))
     return out
 
 
-# --- Observing the config sources without launching a run -------------------------------------
-# `dagster.observe` launches one in-process run per source (~0.5 s each); `wse status` must stay
-# fast on the 144-cell grid, so the fingerprints are computed directly and only *changed* data
-# versions are recorded, as runless observations (the same events an observation run writes).
-
-def source_versions(src) -> dict[str | None, str] | None:
-    """Current data version(s) of an observable source, by partition (None = unpartitioned).
-
-    Returns None when the observe function needs a context or resources (then observe it with a run).
-    """
-    from dagster import ObserveResult
-    from dagster._core.decorator_utils import get_function_params
-    from dagster._core.definitions.decorators.op_decorator import is_context_provided
-    from dagster._core.definitions.resource_annotation import get_resource_args
-
-    fn = getattr(src, "observe_fn", None)
-    if fn is None or get_resource_args(fn) or is_context_provided(get_function_params(fn)):
-        return None
-    value = fn()
-    if isinstance(value, DataVersionsByPartition):
-        return {pk: dv.value for pk, dv in value.data_versions_by_partition.items()}
-    if isinstance(value, ObserveResult):
-        value = value.data_version
-    if isinstance(value, DataVersion):
-        return {None: value.value}
-    return None
+def current_versions(key: str, settings: Settings, parts: BenchmarkPartitions | None = None) -> dict[str | None, str]:
+    """The current fingerprint of each partition of a config asset (None = unpartitioned)."""
+    kind, _, fp = CONFIG_SOURCES[key]
+    if kind is None:
+        return {None: fp(settings, None)}
+    pdef = getattr(parts or build_partitions(settings), kind)
+    return {pk: fp(settings, pk) for pk in pdef.get_partition_keys()} if pdef is not None else {}
 
 
-def last_observed_version(instance, key, partition: str | None = None) -> str | None:
-    """The data version of the latest recorded observation of a source (partition)."""
-    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+def recorded_versions(instance, key: AssetKey, partitioned: bool) -> dict[str | None, str | None]:
+    """The data version of the latest materialization of each partition (two queries per asset)."""
+    from dagster import AssetRecordsFilter, DagsterEventType
 
-    rec = instance.get_latest_data_version_record(key, is_source=True, partition_key=partition)
-    if rec is None or rec.asset_observation is None:
-        return None
-    return rec.asset_observation.tags.get(DATA_VERSION_TAG)
+    if not partitioned:
+        res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
+        return {None: _version(res.records[0])} if res.records else {}
+    ids = instance.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION)
+    if not ids:
+        return {}
+    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=list(ids.values())),
+                                          limit=len(ids))
+    return {r.partition_key: _version(r) for r in res.records}
 
 
-def changed_observations(instance, src, current: dict[str | None, str]) -> list:
-    """AssetObservation events for the partitions of `src` whose fingerprint differs from the last one."""
-    from dagster import AssetObservation
-    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+def _version(record) -> str | None:
+    mat = record.asset_materialization
+    return mat.tags.get(DATA_VERSION_TAG) if mat is not None and mat.tags else None
 
-    return [AssetObservation(asset_key=src.key, partition=pk, tags={DATA_VERSION_TAG: version})
-            for pk, version in current.items() if last_observed_version(instance, src.key, pk) != version]
+
+def config_events(instance, spec: AssetSpec, settings: Settings | None = None) -> list[AssetMaterialization]:
+    """Runless materializations for the partitions of a config asset whose fingerprint changed."""
+    s = settings or settings_for(_config_file(spec))
+    current = current_versions(spec.key.to_user_string(), s)
+    recorded = recorded_versions(instance, spec.key, spec.partitions_def is not None)
+    return [AssetMaterialization(asset_key=spec.key, partition=pk, tags={DATA_VERSION_TAG: v},
+                                 metadata={"fingerprint": v, "previous": recorded.get(pk) or "(none)"})
+            for pk, v in current.items() if recorded.get(pk) != v]
+
+
+def _config_file(spec: AssetSpec) -> str | None:
+    meta = spec.metadata.get(CONFIG_FILE_META)
+    path = getattr(meta, "path", meta)
+    return str(path) if path else None
+
+
+def config_specs(objs) -> list[AssetSpec]:
+    """The config asset specs among definitions objects (tagged by `build`)."""
+    return [o for o in objs if isinstance(o, AssetSpec) and o.tags.get(CONFIG_TAG) == "true"]
+
+
+def record_config_versions(instance, objs) -> list[str]:
+    """Record the changed config fingerprints as runless materializations; returns the changed keys."""
+    changed = []
+    for spec in config_specs(objs):
+        events = config_events(instance, spec)
+        for ev in events:
+            instance.report_runless_asset_event(ev)
+        if events:
+            changed.append(spec.key.to_user_string())
+    return changed

@@ -1,10 +1,12 @@
 """Benchmark: build every WSE-bench final table from synthetic verdicts at paper scale.
 
 Synthesises the upstream tables for 12 models × 12 architectures × 42 EpisodeSeeds
-(14 ITP / 14 Smallville / 14 DraCor = 2 per play, 9 worlds) × H = 20 × 3 judges, then
-times `build_all_tables` (including the 10,000-draw hierarchical bootstrap of the
-architecture contrasts and the source-family table) and the plain per-draw loop
-bootstrap of the architecture contrasts, and reports the ratio.
+(14 ITP / 14 Smallville / 14 DraCor = 2 per play, 9 worlds) × H = 20 × a panel of 3 judges
+(votes with panel members and conflicting claims, generation steps with component texts,
+llm_calls, 120 + 36 human labels), then times `build_all_tables` — every final table,
+including the 10,000-draw hierarchical bootstraps of the architecture contrasts and of both
+source-family computations, the precursor audit, agreement, cost and validation tables —
+and the plain per-draw loop bootstrap of the architecture contrasts, and reports the ratio.
 
     PYTHONPATH=. python bench/wse_analytics.py                  # full run (loop timed on 500 draws)
     PYTHONPATH=. python bench/wse_analytics.py --loop-draws 10000   # time the loop on all draws
@@ -151,12 +153,20 @@ def synthesize(n_models: int = 12, horizon: int = 20, n_judges: int = 3, seed: i
     prior_source = np.where(is_inc, np.array(["initial_world", "opening", "narrative", "narrative"])[src], None)
     prior_step = np.where(is_inc & (src == 2), np.maximum(vs, 1), np.where(is_inc & (src == 3), vs + 1, -1))
     # (vs is 0-based: an earlier step is ≤ vs, the current step is vs + 1)
+    words = np.array(["letter", "silver", "river", "horse", "garden", "sword", "crown", "promise", "debt", "wedding"])
+    claim_words = rng.integers(0, len(words), size=(vt.size, 5))
+    claims = [" ".join(words[c]) for c in claim_words]
     cv = pl.DataFrame({
         "judge_config_id": CJ, **{k: val[vt] for k, val in keys.items()}, "step": vs + 1, "judge_index": vj,
+        "judge_member": np.array(["0:judge-a", "1:judge-b", "2:judge-c"])[vj],
         "verdict": np.where(failed, None, np.array(["consistent", "inconsistent", "uncertain"])[v]),
         "category": np.where(is_inc, np.array(CATEGORIES)[cat_votes[vt, vs, vj]], None),
         "prior_source": prior_source,
         "prior_step": pl.Series(np.where(prior_step > 0, prior_step, None).tolist(), dtype=pl.Int64),
+        "conflicting_claim": pl.Series(np.where(is_inc, np.array(claims, dtype=object), None).tolist(),
+                                       dtype=pl.String),
+        "failure_json": pl.Series(np.where(failed, json.dumps({"error_kind": "truncated"}), None).tolist(),
+                                  dtype=pl.String),
     })
     # richness: 3 judges per trajectory with a narrative
     ri = np.repeat(np.flatnonzero(length >= 1), n_judges)
@@ -169,12 +179,49 @@ def synthesize(n_models: int = 12, horizon: int = 20, n_judges: int = 3, seed: i
         "units_json": "[]", "n_units_non_repetitive": units, "observed_steps": length[ri],
         "rating_event_diversity": ratings[:, 0], "rating_character_change": ratings[:, 1],
         "rating_world_expansion": ratings[:, 2],
-        "failure_json": np.where(rfail, json.dumps({"error_kind": "invalid_output"}), None),
+        "failure_json": pl.Series(np.where(rfail, json.dumps({"error_kind": "invalid_output"}), None).tolist(),
+                                  dtype=pl.String),
     }).with_columns(pl.when(pl.col("failure_json").is_not_null()).then(None)
                     .otherwise(pl.col(c)).alias(c) for c in ("rating_event_diversity", "rating_character_change",
                                                              "rating_world_expansion", "n_units_non_repetitive"))
+    # generation steps (1..L, plus the failed step) with component texts, and one llm_calls row per step
+    si2, ki = np.nonzero(steps[None, :] <= np.maximum(length, fail_step)[:, None])
+    texts = [" ".join(words[rng.integers(0, len(words), 6)]) for _ in range(64)]
+    pick = rng.integers(0, 64, size=(si2.size, 4))
+    failed_here = (fail_step[si2] == ki + 1)
+    ts = pl.DataFrame({
+        **{k: v[si2] for k, v in keys.items()}, "step": ki + 1,
+        "player_option": np.array(texts, dtype=object)[pick[:, 0]],
+        "intents_json": [json.dumps([{"character_id": "npc", "intent": texts[i]}]) for i in pick[:, 1]],
+        "plan_json": [json.dumps({"beats": [{"content": texts[i]}]}) if w else None
+                      for i, w in zip(pick[:, 2], wmod[si2])],
+        "memory_state_json": [json.dumps({"facts": [texts[i]]}) if w else None for i, w in zip(pick[:, 3], wmem[si2])],
+        "new_day": rng.random(si2.size) < 0.15,
+        "failure_component": pl.Series(np.where(failed_here, np.array(comps + ["story_agent"])[fail_comp[si2]],
+                                                None).tolist(), dtype=pl.String),
+        "failure_json": pl.Series(np.where(failed_here, json.dumps({"error_kind": "schema_violation"}),
+                                           None).tolist(), dtype=pl.String),
+    })
+    calls = pl.DataFrame({
+        "role": "wse.story_agent", "model": keys["model"][si2],
+        "partition_key": np.char.add(np.char.add(keys["arch"][si2].astype(str), "|"), keys["model"][si2].astype(str)),
+        "request_key": np.arange(si2.size).astype(str), "attempt": 1,
+        "tokens_in": rng.integers(800, 3000, si2.size), "tokens_out": rng.integers(100, 600, si2.size),
+        "cost_usd": None, "valid": ~failed_here,
+        "error_kind": pl.Series(np.where(failed_here, "truncated", None).tolist(), dtype=pl.String),
+        "finish_reason": np.where(failed_here, "length", "stop"),
+    })
+    # human labels: 120 labelled steps and 36 rated trajectories (App. B.5 sizes)
+    lab = cs.filter(pl.col("majority").is_not_null()).sample(120, seed=seed)
+    cons_labels = lab.select("model", "arch", "seed_id", "step", label=pl.when(rng.random(120) < 0.85)
+                             .then(pl.col("majority")).otherwise(pl.lit("consistent")), weight=pl.lit(1.0))
+    rl = traj.filter(pl.col("length") >= 1).sample(36, seed=seed)
+    rich_labels = rl.select("model", "arch", "seed_id", n_units_non_repetitive=pl.col("length") * 2,
+                            rating_event_diversity=pl.lit(3), rating_character_change=pl.lit(2),
+                            rating_world_expansion=pl.lit(3))
     return {"wse_trajectories": traj, "wse_trajectory_consistency": tc, "wse_consistency_steps": cs,
-            "wse_consistency_verdicts": cv, "wse_richness_verdicts": rv, "models": models}
+            "wse_consistency_verdicts": cv, "wse_richness_verdicts": rv, "wse_trajectory_steps": ts,
+            "llm_calls": calls, "consistency_labels": cons_labels, "richness_labels": rich_labels, "models": models}
 
 
 def params_for(models: list[str], draws: int) -> T.TableParams:
@@ -203,10 +250,14 @@ def main() -> None:
 
     t0 = time.perf_counter()
     out = T.build_all_tables(up["wse_trajectories"], up["wse_trajectory_consistency"], up["wse_consistency_steps"],
-                             up["wse_richness_verdicts"], params)
+                             up["wse_richness_verdicts"], params, consistency_verdicts=up["wse_consistency_verdicts"],
+                             trajectory_steps=up["wse_trajectory_steps"], llm_calls=up["llm_calls"],
+                             consistency_labels=up["consistency_labels"], richness_labels=up["richness_labels"])
     t_all = time.perf_counter() - t0
     print(f"all final tables ({args.draws} bootstrap draws): {t_all:.2f}s  "
           + ", ".join(f"{k}={v.height}" for k, v in out.tables.items()))
+    empty = [k for k, v in out.tables.items() if v.is_empty()]
+    print(f"empty tables: {empty or 'none'}")
 
     frame, info = out.frame, out.info
     panel = T.build_panel(frame, info["horizon"])

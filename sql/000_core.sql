@@ -22,3 +22,9 @@ CREATE TABLE IF NOT EXISTS llm_calls (
     error_kind     VARCHAR,              -- NULL when valid
     created_at     TIMESTAMP
 );
+-- Added for real models (ADD COLUMN IF NOT EXISTS: older warehouses gain them at the next start).
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS finish_reason VARCHAR;            -- 'length' = cut by max_tokens
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS prompt_truncated_tokens BIGINT;   -- tokens cut from the prompt to fit n_ctx
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS reasoning VARCHAR;                -- <think> block / provider reasoning, removed from the answer
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS reasoning_tokens BIGINT;          -- as reported by the provider (NULL: not reported)
+ALTER TABLE llm_calls ADD COLUMN IF NOT EXISTS endpoint VARCHAR;                 -- api_base that answered (several servers per model)

@@ -72,3 +72,27 @@ CREATE TABLE IF NOT EXISTS endings_verdicts (
     llm_call_id       VARCHAR,
     failure_json      VARCHAR
 );
+
+-- Later columns (ALTER ... IF NOT EXISTS keeps warehouses built before them usable).
+-- metadata_json: optional metadata columns of a JSONL/CSV corpus record.
+ALTER TABLE endings_stories ADD COLUMN IF NOT EXISTS metadata_json VARCHAR;
+-- repeat: index of the forecast+judge repeat (endings.repeats; 0 is the main run). Repeats use
+-- different seeds and never overwrite each other: (set_key, story_id, position, sample_index, repeat).
+ALTER TABLE endings_predictions ADD COLUMN IF NOT EXISTS "repeat" INTEGER DEFAULT 0;
+ALTER TABLE endings_verdicts ADD COLUMN IF NOT EXISTS "repeat" INTEGER DEFAULT 0;
+
+-- One rubric judgement of one story (EQ-Bench-style criteria, wse_platform/endings/rubric.yaml):
+-- per-criterion scores as JSON and the 0-100 overall score (negative criteria inverted).
+CREATE TABLE IF NOT EXISTS endings_rubric_scores (
+    story_id          VARCHAR,
+    set_key           VARCHAR,
+    rubric_config_id  VARCHAR,   -- endings.rubric:<model>:<prompt version>:<rubric file hash>
+    rubric_model      VARCHAR,
+    n_words           INTEGER,
+    in_length_band    BOOLEAN,   -- inside endings.rubric.min_words..max_words (length control)
+    scores_json       VARCHAR,   -- {criterion: raw score}
+    overall           DOUBLE,    -- mean over criteria on 0-100, negative criteria inverted
+    tension8          DOUBLE,    -- the same over the tension-related criteria only
+    llm_call_id       VARCHAR,
+    failure_json      VARCHAR
+);

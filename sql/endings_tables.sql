@@ -145,3 +145,44 @@ CREATE TABLE IF NOT EXISTS endings_length_buckets (
     mean_no_rate_ci_high           DOUBLE,
     median_no_rate                 DOUBLE
 );
+
+-- Later columns (ALTER ... IF NOT EXISTS keeps warehouses built before them usable).
+ALTER TABLE endings_no_rate ADD COLUMN IF NOT EXISTS "repeat" BIGINT DEFAULT 0;
+ALTER TABLE endings_story_tension ADD COLUMN IF NOT EXISTS "repeat" BIGINT DEFAULT 0;
+ALTER TABLE endings_corpus_tension ADD COLUMN IF NOT EXISTS retention_median DOUBLE;   -- Fig. 10
+-- Table 9 per corpus / generated set (set_kind kept); buckets <2k, 2-3k, 3-4k, 4-5k (>=5k if widened)
+ALTER TABLE endings_length_buckets ADD COLUMN IF NOT EXISTS set_key VARCHAR;
+ALTER TABLE endings_length_buckets ADD COLUMN IF NOT EXISTS corpus VARCHAR;
+-- Table 2: row_kind 'pipeline' | 'reference' (top human corpus, pooled vanilla), rubric score, and
+-- every metric's difference from the same generator's vanilla pipeline.
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS row_kind VARCHAR;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS label VARCHAR;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS rubric_overall DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS rubric_n BIGINT;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_rubric_overall_vs_vanilla DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_late_no_rate_vs_vanilla DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_retention_vs_vanilla DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_convergence_vs_vanilla DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_ir30_vs_vanilla DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_ir60_vs_vanilla DOUBLE;
+ALTER TABLE endings_pipeline_effect ADD COLUMN IF NOT EXISTS delta_ir120_vs_vanilla DOUBLE;
+
+-- Paper Table 7: per set x judge configuration, one row per repeat and a summary row (mean, std).
+CREATE TABLE IF NOT EXISTS endings_stability (
+    set_key VARCHAR, judge_config_id VARCHAR, "repeat" BIGINT, row_kind VARCHAR, n_repeats BIGINT, n BIGINT,
+    mean_no_rate DOUBLE, mean_no_rate_std DOUBLE, late_no_rate DOUBLE, late_no_rate_std DOUBLE,
+    ir60 DOUBLE, ir60_std DOUBLE, retention DOUBLE, retention_std DOUBLE
+);
+
+-- Paper Table 3: per corpus / generated set: stories, kept, mean words (kept), positions, exclusions.
+CREATE TABLE IF NOT EXISTS endings_corpus_summary (
+    set_key VARCHAR, set_kind VARCHAR, corpus VARCHAR, quality_tier VARCHAR, n_stories BIGINT, n_kept BIGINT,
+    mean_words_kept DOUBLE, n_positions BIGINT, exclusions_json VARCHAR
+);
+
+-- Rubric vs tension: scope 'set' | 'pipeline' | 'all'; Spearman of rubric overall vs mean no-rate.
+CREATE TABLE IF NOT EXISTS endings_rubric_contrasts (
+    scope VARCHAR, "group" VARCHAR, judge_config_id VARCHAR, rubric_config_id VARCHAR, n BIGINT,
+    rubric_overall DOUBLE, rubric_tension8 DOUBLE, mean_no_rate DOUBLE, late_no_rate DOUBLE,
+    spearman_rubric_vs_mean_no_rate DOUBLE
+);

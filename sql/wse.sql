@@ -76,6 +76,8 @@ CREATE TABLE IF NOT EXISTS wse_consistency_verdicts (
     seed_id            VARCHAR,
     step               INTEGER,
     judge_index        INTEGER,
+    judge_member       VARCHAR,   -- panel member that voted (label, default "<index>:<model>")
+    judge_model        VARCHAR,   -- that member's configured model
     verdict            VARCHAR,   -- consistent | inconsistent | uncertain; NULL if the judge failed
     category           VARCHAR,   -- inconsistent votes only (temporal, world-fact, ...)
     prior_fact         VARCHAR,
@@ -103,7 +105,8 @@ CREATE TABLE IF NOT EXISTS wse_consistency_steps (
     n_uncertain           INTEGER,
     majority              VARCHAR,  -- consistent | inconsistent | NULL (no valid majority)
     category_majority     VARCHAR,  -- category given by >= 2 inconsistent votes, else NULL
-    prior_source_majority VARCHAR   -- initial_world | opening | earlier_narrative | current_narrative | NULL
+    prior_source_majority VARCHAR,  -- initial_world | opening | earlier_narrative | current_narrative | NULL
+    no_verdict_reason     VARCHAR   -- missing_judge (a member's output stayed invalid) | no_majority | NULL
 );
 
 -- One row per trajectory: first contradiction and censoring.
@@ -115,7 +118,7 @@ CREATE TABLE IF NOT EXISTS wse_trajectory_consistency (
     length              INTEGER,  -- L_i
     first_contradiction INTEGER,  -- T_inc; NULL = none observed
     censored_at         INTEGER,  -- last step with a binary verdict before a no-majority step; NULL = not censored
-    censor_reason       VARCHAR,  -- 'no_majority' | NULL
+    censor_reason       VARCHAR,  -- 'missing_judge' | 'no_majority' | NULL
     judged_steps        INTEGER,  -- steps judged before stopping
     generation_version  VARCHAR
 );
@@ -127,6 +130,8 @@ CREATE TABLE IF NOT EXISTS wse_richness_verdicts (
     arch                    VARCHAR,
     seed_id                 VARCHAR,
     judge_index             INTEGER,
+    judge_member            VARCHAR,  -- panel member that rated
+    judge_model             VARCHAR,
     units_json              VARCHAR,  -- [{step, kind, repetitive, evidence, description, evidence_found}]
     n_units_non_repetitive  INTEGER,
     observed_steps          INTEGER,  -- L_i
@@ -137,3 +142,10 @@ CREATE TABLE IF NOT EXISTS wse_richness_verdicts (
     llm_call_ids            VARCHAR[],
     generation_version      VARCHAR
 );
+
+-- Warehouses created before judge panels: add the panel-member columns (idempotent).
+ALTER TABLE wse_consistency_verdicts ADD COLUMN IF NOT EXISTS judge_member VARCHAR;
+ALTER TABLE wse_consistency_verdicts ADD COLUMN IF NOT EXISTS judge_model VARCHAR;
+ALTER TABLE wse_consistency_steps ADD COLUMN IF NOT EXISTS no_verdict_reason VARCHAR;
+ALTER TABLE wse_richness_verdicts ADD COLUMN IF NOT EXISTS judge_member VARCHAR;
+ALTER TABLE wse_richness_verdicts ADD COLUMN IF NOT EXISTS judge_model VARCHAR;

@@ -15,6 +15,7 @@ CREATE TABLE IF NOT EXISTS wse_cell_metrics (
     C_obs                        DOUBLE,    -- KM consistency, last estimable value carried forward; NULL if no step observed
     C_adj                        DOUBLE,    -- KM consistency credited only where trajectories are at risk
     R                            DOUBLE,    -- mean over trajectories with L_i >= 1 of the median judge R
+    R_weighted                   DOUBLE,    -- the same R weighted by observed steps L_i (App. B.6)
     n_richness                   BIGINT,    -- trajectories contributing to R
     n_richness_judge_failures    BIGINT,    -- richness judge outputs that stayed invalid
     n_contradictions             BIGINT,    -- observed first contradictions
@@ -33,9 +34,10 @@ CREATE TABLE IF NOT EXISTS wse_cell_metrics (
 
 -- Architecture contrasts with 95 % hierarchical bootstrap intervals (worlds, then seeds within worlds;
 -- models fixed). scope: group = paper Table 1 (per model group, models weighted equally),
--- model = Table 8 (per model), base_conditional = Table 9 (WMEM / WMOD effect within base_level).
+-- model = Table 8 (per model), base_conditional = WMEM / WMOD effect within base_level per group,
+-- model_base_conditional = Table 9 (the same per model).
 CREATE TABLE IF NOT EXISTS wse_architecture_contrasts (
-    scope                        VARCHAR,   -- group | model | base_conditional
+    scope                        VARCHAR,   -- group | model | base_conditional | model_base_conditional
     model_group                  VARCHAR,
     model                        VARCHAR,
     base_level                   VARCHAR,   -- B1 | B2 | B3 (base_conditional only)
@@ -65,6 +67,7 @@ CREATE TABLE IF NOT EXISTS wse_architecture_contrasts (
 
 -- Pareto status of every cell on (C_adj, R) and on (C_obs, R).
 CREATE TABLE IF NOT EXISTS wse_pareto (
+    panel                        VARCHAR,   -- pooled (all cells) | a model group (cells of its models only)
     consistency_axis             VARCHAR,   -- C_adj | C_obs
     model                        VARCHAR,
     arch                         VARCHAR,
@@ -89,10 +92,13 @@ CREATE TABLE IF NOT EXISTS wse_scaling_fit (
 );
 
 -- Paper Table 7. row_kind: family (bootstrap CIs, worlds resampled within family) | contrast
--- (dracor-itp, dracor-smallville; C_* hold the differences) | leave_one_play_out (point estimates).
+-- (dracor-itp, dracor-smallville; C_* hold the differences) | leave_one_play_out (point estimates) |
+-- model_family (the paper's way: one KM per model pooled over its architectures, with CIs) |
+-- family_pooled (equal-model mean of the model_family values, with CIs).
 CREATE TABLE IF NOT EXISTS wse_source_family (
     row_kind                     VARCHAR,
     source_family                VARCHAR,
+    model                        VARCHAR,   -- model_family rows
     contrast                     VARCHAR,
     dropped_world                VARCHAR,
     n_worlds                     BIGINT,
@@ -108,6 +114,8 @@ CREATE TABLE IF NOT EXISTS wse_source_family (
     day_advance_pct              DOUBLE,    -- day advances per observed step, %
     full_horizon_pct             DOUBLE,    -- trajectories with L_i = H, %
     first_contradiction_median   DOUBLE,    -- median step of observed first contradictions
+    mean_first_contradiction_step DOUBLE,   -- model_family: mean step; family_pooled: equal-model mean
+    relative_day_at_contradiction DOUBLE,   -- mean day index (from day 0, by new_day flags) at the first contradiction
     n_draws                      BIGINT,
     bootstrap_seed               BIGINT,
     judge_config_id              VARCHAR
@@ -115,7 +123,8 @@ CREATE TABLE IF NOT EXISTS wse_source_family (
 
 -- G_h, C_obs(h), C_adj(h) with trajectories truncated at h (5, 10, 15, 20 up to H, and H itself).
 CREATE TABLE IF NOT EXISTS wse_horizon_sensitivity (
-    scope                        VARCHAR,   -- all | model
+    scope                        VARCHAR,   -- all | group (model group = the paper's panel) | model
+    model_group                  VARCHAR,
     model                        VARCHAR,
     h                            BIGINT,
     G_h                          DOUBLE,
@@ -130,10 +139,12 @@ CREATE TABLE IF NOT EXISTS wse_horizon_sensitivity (
 
 -- Paper Tables 5 and 6 at the first contradiction of each trajectory.
 CREATE TABLE IF NOT EXISTS wse_first_violations (
-    table_kind                   VARCHAR,   -- category (Table 5) | commitment_source (Table 6)
-    scope                        VARCHAR,   -- all | model
+    table_kind                   VARCHAR,   -- category (Table 5) | commitment_source (Table 6) | category_x_source (Table 6 cross-tab)
+    scope                        VARCHAR,   -- all | group (a model group = the paper's panel) | model
+    model_group                  VARCHAR,
     model                        VARCHAR,
     label                        VARCHAR,   -- category or no_majority_category | initial_world, opening, earlier_narrative, current_narrative, unresolved
+    source                       VARCHAR,   -- category_x_source only: the commitment source
     n                            BIGINT,
     pct                          DOUBLE,
     median_step                  DOUBLE,
@@ -142,7 +153,8 @@ CREATE TABLE IF NOT EXISTS wse_first_violations (
 
 -- Paper Table 3: failure rates over trajectories where the component is enabled.
 CREATE TABLE IF NOT EXISTS wse_generation_failures (
-    scope                        VARCHAR,   -- all | model
+    scope                        VARCHAR,   -- all | group (model group = the paper's panel) | model
+    model_group                  VARCHAR,
     model                        VARCHAR,
     component                    VARCHAR,   -- centralized_ca | distributed_ca | world_model | story_agent | world_memory_agent | any
     n_enabled                    BIGINT,
@@ -153,3 +165,111 @@ CREATE TABLE IF NOT EXISTS wse_generation_failures (
     lost_steps_pct               DOUBLE,    -- of n_enabled * H
     horizon                      BIGINT
 );
+
+-- Failures per role and error kind. source: outputs (recorded as failures after all retries; by the
+-- evaluated model of the cell) | attempts (invalid attempts in llm_calls; by the calling model).
+CREATE TABLE IF NOT EXISTS wse_failure_kinds (
+    source                       VARCHAR,   -- outputs | attempts
+    scope                        VARCHAR,   -- all | group | model
+    model_group                  VARCHAR,
+    model                        VARCHAR,
+    role                         VARCHAR,   -- wse.story_agent, wse.consistency_judge, ...
+    error_kind                   VARCHAR,   -- invalid_json | schema_violation | truncated | backend_error | ...
+    n                            BIGINT,
+    n_length_cut                 BIGINT     -- attempts only: finish_reason = length (cut by the token budget)
+);
+
+-- Inter-judge agreement of each consistency panel on steps where every member gave a valid verdict.
+CREATE TABLE IF NOT EXISTS wse_judge_agreement (
+    judge_config_id              VARCHAR,
+    model_group                  VARCHAR,   -- NULL = all evaluated models
+    kind                         VARCHAR,   -- panel | pairwise
+    member_a                     VARCHAR,   -- pairwise only
+    member_b                     VARCHAR,
+    n_members                    BIGINT,
+    n_steps                      BIGINT,    -- steps with a complete panel
+    n_steps_incomplete           BIGINT,    -- steps with a missing member (left out)
+    fleiss_kappa                 DOUBLE,    -- panel only
+    cohen_kappa                  DOUBLE,    -- pairwise only
+    agreement_pct                DOUBLE,    -- pairwise only
+    unanimous_pct                DOUBLE,    -- panel only: steps where every member voted the same
+    consistent_pct               DOUBLE,    -- panel only: share of votes
+    inconsistent_pct             DOUBLE,
+    uncertain_pct                DOUBLE
+);
+
+-- Paper Table 3 lower half: possible precursors of each first contradiction (lexical matching).
+CREATE TABLE IF NOT EXISTS wse_precursor_audit (
+    row_kind                     VARCHAR,   -- trajectory | summary
+    scope                        VARCHAR,   -- summary: all | group | model
+    model_group                  VARCHAR,
+    model                        VARCHAR,
+    arch                         VARCHAR,   -- trajectory rows
+    seed_id                      VARCHAR,
+    first_contradiction          BIGINT,
+    origin                       VARCHAR,   -- player_intent | character_agent | world_model | memory | none | not_localized | plurality_tie
+    origin_step                  BIGINT,    -- first step at which the origin component carried the content
+    persisted                    BOOLEAN,   -- the origin component carried it at more than one step
+    match_score                  DOUBLE,    -- share of the claim's content tokens found
+    n_votes                      BIGINT,    -- inconsistent votes with a claim at that step
+    n                            BIGINT,    -- summary: trajectories with this origin
+    pct                          DOUBLE,
+    n_persisted                  BIGINT,
+    n_trajectories               BIGINT,
+    judge_config_id              VARCHAR
+);
+
+-- App. C.3: contrasts over seed-paired trajectories that both reach the horizon with valid scores.
+CREATE TABLE IF NOT EXISTS wse_full_horizon_contrasts (
+    scope                        VARCHAR,   -- group | model
+    model_group                  VARCHAR,
+    model                        VARCHAR,
+    contrast                     VARCHAR,
+    n_models                     BIGINT,
+    n_pairs                      BIGINT,
+    delta_C                      DOUBLE,    -- % of steps before the first contradiction, paired difference
+    delta_R                      DOUBLE,
+    horizon                      BIGINT,
+    judge_config_id              VARCHAR
+);
+
+-- Fig. 11: generation cost next to coverage (llm_calls, judge calls excluded; each request attempt once).
+CREATE TABLE IF NOT EXISTS wse_cost_contrasts (
+    row_kind                     VARCHAR,   -- cell | contrast
+    scope                        VARCHAR,   -- cell | group | model
+    model_group                  VARCHAR,
+    model                        VARCHAR,
+    arch                         VARCHAR,
+    contrast                     VARCHAR,
+    n_models                     BIGINT,
+    n_pairs                      BIGINT,
+    n_calls                      BIGINT,
+    tokens_per_trajectory        DOUBLE,    -- tokens in + out
+    cost_per_trajectory          DOUBLE,    -- USD when prices are configured
+    tokens_per_step              DOUBLE,    -- per observed narrative step
+    G                            DOUBLE,
+    delta_tokens_per_trajectory  DOUBLE,
+    delta_cost_per_trajectory    DOUBLE,
+    delta_G                      DOUBLE
+);
+
+-- App. B.5: agreement of the judge panels with human labels (wse.human_labels CSV files).
+CREATE TABLE IF NOT EXISTS wse_human_validation (
+    study                        VARCHAR,   -- consistency | richness
+    statistic                    VARCHAR,   -- accuracy | balanced_accuracy | mae_R | pearson_r_R | qwk_<dim> | within_one_pct_<dim>
+    value                        DOUBLE,
+    n                            BIGINT,    -- labels matched to a panel verdict / score
+    n_unmatched                  BIGINT,    -- labels without a binary panel verdict or richness score
+    judge_config_id              VARCHAR
+);
+
+-- Warehouses created before these columns (final tables are rebuilt whole; BY NAME inserts).
+ALTER TABLE wse_cell_metrics ADD COLUMN IF NOT EXISTS R_weighted DOUBLE;
+ALTER TABLE wse_pareto ADD COLUMN IF NOT EXISTS panel VARCHAR;
+ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS model VARCHAR;
+ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS mean_first_contradiction_step DOUBLE;
+ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS relative_day_at_contradiction DOUBLE;
+ALTER TABLE wse_horizon_sensitivity ADD COLUMN IF NOT EXISTS model_group VARCHAR;
+ALTER TABLE wse_first_violations ADD COLUMN IF NOT EXISTS model_group VARCHAR;
+ALTER TABLE wse_first_violations ADD COLUMN IF NOT EXISTS source VARCHAR;
+ALTER TABLE wse_generation_failures ADD COLUMN IF NOT EXISTS model_group VARCHAR;

@@ -1,11 +1,13 @@
 """`wse` — the command line: demo, materialize, status, sql, ui, validate.
 
-    wse demo                         set up and materialize everything at demo scale, show results
+    wse demo [--full]                materialize everything at (quick or full) demo scale, show results
     wse materialize [--select K ...] [--partition P ...] [--stale] [--no-cache]
     wse status [--all]               stale and missing cells with their causes
-    wse sql "SELECT ..."             read-only SQL against the warehouse
+    wse sql "SELECT ..." [--format table|csv|json|markdown|vertical] [-o FILE]   one read-only query
     wse ui                           dagster dev on 127.0.0.1
     wse validate ncp-spec PATH ...   check NCP-Bench spec files
+    wse ncp play --spec ID --as narrator|player   play an NCP-Bench episode in the terminal (resumable)
+    wse doctor [--no-models]         check Python, llama.cpp, paths, cache, keys and every model
 """
 from __future__ import annotations
 
@@ -19,8 +21,6 @@ import warnings
 from pathlib import Path
 
 warnings.filterwarnings("ignore", message=".*is currently in (beta|preview).*")
-
-DEMO_TABLES = ("wse_cell_metrics", "ncp_summary", "endings_corpus_tension", "llm_usage")
 
 
 def _settings(args):
@@ -55,7 +55,7 @@ def _select(defs, patterns: list[str] | None):
 
 
 def cmd_materialize(args) -> int:
-    from wse_platform.runner import execute, get_instance, observe_sources, plan
+    from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
 
     settings = _settings(args)
     if args.config:
@@ -66,6 +66,10 @@ def cmd_materialize(args) -> int:
     keys = _select(defs, args.select)
     t0 = time.perf_counter()
     observe_sources(defs, instance)
+    problem = warehouse_problem(settings, defs if args.stale else None, instance)
+    if problem:  # unreadable file (any mode); deleted file under --stale, which would find nothing to do
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if args.stale:
         partitions = stale_partitions(defs, instance, keys)
         keys = [k for k in keys if k in partitions]
@@ -82,6 +86,8 @@ def cmd_materialize(args) -> int:
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
+    if report.interrupted_by:
+        return 130
     return 1 if failed else 0
 
 
@@ -113,13 +119,17 @@ def stale_partitions(defs, instance, keys) -> dict:
 
 
 def cmd_status(args) -> int:
-    from wse_platform.runner import get_instance, observe_sources
+    from wse_platform.runner import get_instance, observe_sources, warehouse_problem
     from wse_platform.status import compute_status
 
     settings = _settings(args)
     instance = get_instance(settings)
     defs = _defs(args)
     t0 = time.perf_counter()
+    problem = warehouse_problem(settings, defs, instance)
+    if problem:  # the instance's records would call a truncated or deleted warehouse fresh
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     observe_sources(defs, instance)
     rows = compute_status(defs, instance, only_problems=not args.all)
     for r in rows:
@@ -134,29 +144,15 @@ def cmd_status(args) -> int:
 
 
 def cmd_sql(args) -> int:
-    import polars as pl
-
-    from wse_platform.warehouse import Warehouse, sql_to_polars
-    settings = _settings(args)
-    if not settings.warehouse.exists():
-        print(f"error: no warehouse at {settings.warehouse} yet (run `wse demo` or `wse materialize`)", file=sys.stderr)
-        return 2
-    wh = Warehouse(settings.warehouse)
-    try:
-        with wh.connect(read_only=True) as con:
-            df = sql_to_polars(con, args.query)
-    except Exception as err:  # duckdb errors, including attempted writes on a read-only connection
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    with pl.Config(tbl_rows=args.limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-        print(df)
-    return 0
+    from wse_platform import sqlshell  # read-only enforcement and rendering live there
+    return sqlshell.main(_settings(args), args.query, fmt=args.format, output=args.output, limit=args.limit,
+                         width=args.width)
 
 
 def cmd_ui(args) -> int:
-    from wse_platform.runner import ensure_dagster_home
+    from wse_platform.runner import get_instance
     settings = _settings(args)
-    ensure_dagster_home(settings)
+    get_instance(settings)  # created here, under the instance lock, not raced by dagster dev's processes
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
     if args.config:
@@ -175,25 +171,19 @@ def cmd_validate(args) -> int:
     return 2
 
 
-def cmd_demo(args) -> int:
-    from wse_platform.warehouse import Warehouse
+def cmd_ncp_play(args) -> int:
+    from wse_platform.ncp.play import main as play_main
+    return play_main(_settings(args), args.spec, args.as_, narrator_model=args.narrator, session=args.session)
 
-    settings = _settings(args)
-    t0 = time.perf_counter()
-    args.select, args.partition, args.stale = None, None, True
-    rc = cmd_materialize(args)
-    wh = Warehouse(settings.warehouse)
-    print(f"\nwarehouse: {settings.warehouse}")
-    print(f"query it:  wse sql \"SELECT * FROM wse_cell_metrics\"  (tables: wse sql \"SHOW TABLES\")")
-    import polars as pl
-    existing = set(wh.tables())
-    with pl.Config(tbl_rows=6, tbl_cols=8, fmt_str_lengths=30, tbl_width_chars=160):
-        for table in DEMO_TABLES:
-            if table in existing:
-                print(f"\n{table}:")
-                print(wh.query(f'SELECT * FROM "{table}" LIMIT 6'))
-    print(f"\ndemo finished in {time.perf_counter() - t0:.0f}s ({'ok' if rc == 0 else 'with failures'})")
-    return rc
+
+def cmd_demo(args) -> int:
+    from wse_platform import demo  # quick and --full scales, the closing "what next"
+    return demo.main(args, cmd_materialize)
+
+
+def cmd_doctor(args) -> int:
+    from wse_platform.doctor import run_doctor
+    return run_doctor(_settings(args), move_broken_cache=args.move_broken_cache, models=not args.no_models)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("demo", help="materialize everything at demo scale and show results")
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    p.add_argument("--full", action="store_true",
+                   help="the larger demo (wse.yaml + defaults/demo-full.yaml, own warehouse under .wse/demo-full)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("materialize", help="materialize assets (all partitions unless --partition/--stale)")
@@ -217,13 +209,35 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("sql", help="read-only SQL against the warehouse")
-    p.add_argument("query")
-    p.add_argument("--limit", type=int, default=50, help="rows to print")
+    p.add_argument("query", help="exactly one read-only statement (SELECT, WITH, SHOW, DESCRIBE, ...)")
+    p.add_argument("--format", "-f", choices=["table", "csv", "json", "markdown", "vertical"], default="table",
+                   help="table (DuckDB's box rendering, fitted to the terminal), csv, json, markdown, "
+                        "vertical (one field per line)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the whole result to FILE instead of the terminal")
+    p.add_argument("--limit", type=int, default=None,
+                   help="rows to show (default: 40 on the terminal for table/vertical, all otherwise)")
+    p.add_argument("--width", type=int, default=None, help="table width in characters (default: the terminal's)")
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
     p.add_argument("--port", type=int, default=3000)
     p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("doctor", help="check the environment and every configured model; say what to fix")
+    p.add_argument("--no-models", action="store_true", help="skip the one tiny request per configured model")
+    p.add_argument("--move-broken-cache", action="store_true",
+                   help="move an unreadable LLM response cache aside (a new one is created)")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("ncp", help="NCP-Bench tools: `wse ncp play --spec movie52 --as narrator|player`")
+    ncp_sub = p.add_subparsers(dest="ncp_cmd", required=True)
+    pp = ncp_sub.add_parser("play", help="play an episode in the terminal as the narrator (Table 5) or the player")
+    pp.add_argument("--spec", required=True, help="spec id, e.g. movie52")
+    pp.add_argument("--as", dest="as_", required=True, choices=["narrator", "player"])
+    pp.add_argument("--narrator", default=None, help="narrator model when playing the player (default: first of "
+                                                     "ncp.narrators)")
+    pp.add_argument("--session", default=None, help="session name (default <spec>-<role>; rerun to resume)")
+    pp.set_defaults(func=cmd_ncp_play)
 
     p = sub.add_parser("validate", help="validate input files")
     p.add_argument("kind", choices=["ncp-spec"])
@@ -231,7 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_validate)
 
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    from wse_platform.errors import ActionableError
+    try:
+        return int(args.func(args) or 0)
+    except ActionableError as err:  # a broken instance or warehouse file: the message names it and the fix
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
+from wse_platform.llm.backends.options import BACKEND_OPTIONS, unknown_options
 from wse_platform.llm.types import Sampling
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +52,9 @@ SCALE_PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     },
     "paper": {
         "wse": {"horizon": 20, "n_seeds": 42, "bootstrap_draws": 10_000},
-        "ncp": {"t_max": 100, "n_specs": 100, "n_extraction_specs": 100},
+        # extraction: the released trajectories and commitment sets mostly exceed 1,024 tokens
+        "ncp": {"t_max": 100, "n_specs": 100, "n_extraction_specs": 100,
+                "extraction_sampling": {"temperature": 0.0, "max_tokens": 8092}},
         "endings": {"k": 100, "position_stride": 1, "max_positions_per_story": None, "max_human_stories": None,
                     "n_ideas": None},
     },
@@ -70,14 +74,49 @@ class ModelConfig(_Strict):
     model_id: str                     # backend model id (litellm provider string, GGUF name, HF id for vLLM)
     revision: str | None = None
     quantization: str | None = None
-    api_base: str | None = None       # e.g. http://127.0.0.1:8000/v1 for hosted_vllm/...
+    api_base: str | list[str] | None = None  # e.g. http://127.0.0.1:8000/v1; a list = several servers (litellm Router)
     api_key_env: str | None = None    # NAME of the env var holding the key, never the key itself
     sampling: Sampling = Field(default_factory=Sampling)
     params_b: float | None = None     # parameter count in billions (scaling fits)
     family: str | None = None         # e.g. "qwen3-dense"
     price_in_per_token: float | None = None
     price_out_per_token: float | None = None
+    # thinking models: off | on | an effort (minimal/low/medium/high); None = the model's default.
+    # Mapped per backend (llm/reasoning.py); part of the model's identity and cache keys.
+    reasoning: str | None = None
+    allow_input_truncation: bool = False  # accept prompts cut to fit the context window (else a failure)
+    endpoint_concurrency: int | None = Field(default=None, ge=1)  # in-flight requests per api_base
+    router: dict[str, Any] = Field(default_factory=dict)  # litellm Router options (routing_strategy, cooldown_time...)
     extra: dict[str, Any] = Field(default_factory=dict)  # backend-specific (n_ctx, tensor_parallel_size...)
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _reasoning_mode(cls, v: Any) -> Any:
+        if v is False:
+            return "off"  # YAML reads a bare `off` as false
+        if v is True:
+            return "on"
+        from wse_platform.llm.reasoning import REASONING_MODES
+        if v is not None and v not in REASONING_MODES:
+            raise ValueError(f"{v!r} is not one of {list(REASONING_MODES)}")
+        return v
+
+    @property
+    def api_bases(self) -> list[str]:
+        """The configured endpoints (empty: the provider's default)."""
+        if self.api_base is None:
+            return []
+        return [self.api_base] if isinstance(self.api_base, str) else list(self.api_base)
+
+    @field_validator("extra")
+    @classmethod
+    def _known_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        backend = info.data.get("backend")
+        bad = unknown_options(backend, v) if backend in BACKEND_OPTIONS else []
+        if bad:
+            raise ValueError(f"unknown option(s) {bad} for backend {backend!r}; "
+                             f"known: {sorted(BACKEND_OPTIONS[backend])}")
+        return v
 
     def identity(self) -> dict[str, Any]:
         """What determines this model's outputs (for staleness). `extra` is included: backend
@@ -85,31 +124,159 @@ class ModelConfig(_Strict):
         return {
             "backend": self.backend, "model_id": self.model_id, "revision": self.revision,
             "quantization": self.quantization, "sampling": self.sampling.model_dump(), "extra": self.extra,
+            **({"reasoning": self.reasoning} if self.reasoning is not None else {}),
         }
 
 
 class JudgeConfig(_Strict):
     model: str
     prompt_version: str = "v1"
-    count: int = 1
+    count: PositiveInt = 1
 
     def judge_id(self, role: str) -> str:
         """Stable id of this judge configuration, carried by every verdict row."""
         return f"{role}:{self.model}:{self.prompt_version}:x{self.count}"
 
 
+class JudgeMember(_Strict):
+    """One judge of a WSE-bench panel: a configured model, its prompt version and its own sampling
+    (merged over the role's sampling; unset fields, including the seed, come from the role)."""
+
+    model: str
+    prompt_version: str = "v1"
+    sampling: Sampling | None = None
+    label: str | None = None          # name in verdict rows (default "<index>:<model>")
+
+
+class JudgePanel(_Strict):
+    """The judges whose votes form one WSE-bench verdict (the paper: three different models).
+
+    Written in wse.yaml as a list (`wse.consistency_judges: [{model, prompt_version, sampling}, ...]`)
+    or with the one-model shorthand `wse.consistency_judge: {model, prompt_version, count}` (count
+    members of one model, told apart by their sampling seed). `model`, `prompt_version` and `count`
+    describe the panel as a whole for code that only needs a summary."""
+
+    members: list[JudgeMember] = Field(min_length=1)
+
+    @property
+    def count(self) -> int:
+        return len(self.members)
+
+    @property
+    def model(self) -> str:           # the first member (run-queue backend tag)
+        return self.members[0].model
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({m.model for m in self.members})
+
+    @property
+    def prompt_version(self) -> str:
+        return self.members[0].prompt_version
+
+    @property
+    def prompt_versions(self) -> list[str]:
+        return sorted({m.prompt_version for m in self.members})
+
+    @property
+    def homogeneous(self) -> bool:
+        """One model, one prompt version, no per-member sampling or label: the `count` shorthand."""
+        first = self.members[0]
+        return all(m.model == first.model and m.prompt_version == first.prompt_version
+                   and m.sampling is None and m.label is None for m in self.members)
+
+    def member_label(self, index: int) -> str:
+        m = self.members[index]
+        return m.label or f"{index}:{m.model}"
+
+    def judge_id(self, role: str) -> str:
+        """Stable id of the whole panel, carried by every verdict row. The one-model shorthand keeps
+        its readable historical form; any other panel adds a hash of every member's settings."""
+        first = self.members[0]
+        if self.homogeneous:
+            return f"{role}:{first.model}:{first.prompt_version}:x{self.count}"
+        blob = json.dumps([m.model_dump(mode="json") for m in self.members], sort_keys=True).encode()
+        return f"{role}:panel:{'+'.join(m.model for m in self.members)}:{hashlib.sha256(blob).hexdigest()[:10]}"
+
+
+def _panel_input(raw: dict[str, Any], role: str) -> None:
+    """Map `wse.<role>s` (list) or the shorthand `wse.<role>` ({model, prompt_version, count}) to the
+    panel field `<role>s`; both at once is an error naming the keys."""
+    short, full = raw.pop(role, None), raw.get(f"{role}s")
+    if short is not None and full is not None:
+        raise ValueError(f"set either wse.{role}s (a list of judges) or the one-model shorthand "
+                         f"wse.{role} (model, prompt_version, count), not both")
+    if short is not None:
+        if not isinstance(short, dict) or "members" in short:
+            raw[f"{role}s"] = short
+            return
+        extra = set(short) - {"model", "prompt_version", "count"}
+        if extra:
+            raise ValueError(f"wse.{role}: unknown key(s) {sorted(extra)}; for per-judge sampling use the "
+                             f"list form wse.{role}s")
+        count = short.get("count", 1)
+        if not isinstance(count, int) or count < 1:
+            raise ValueError(f"wse.{role}.count: must be an integer >= 1, got {count!r}")
+        member = {k: v for k, v in short.items() if k != "count"}
+        raw[f"{role}s"] = {"members": [member] * count}
+    elif isinstance(full, list):
+        raw[f"{role}s"] = {"members": full}
+
+
+# Per-role output budgets (max_tokens) of the WSE-bench roles, sized for paper-scale outputs of
+# real models: a 20-step trajectory at ~3.5 development units per step lists ~70 units for the
+# richness judge; an inconsistent verdict carries six fields. A budget that cuts answers biases
+# the judges (cut inconsistent votes become failures), so the demo lowers them explicitly.
+WSE_ROLE_BUDGETS: dict[str, int] = {
+    "character_agent_centralized": 1024, "character_agent_distributed": 256, "world_model": 1536,
+    "story_agent": 2048, "world_memory_agent": 1536, "consistency_judge": 1024, "richness_judge": 8192,
+}
+
+
 class WSEConfig(_Strict):
     models: list[str] = Field(default_factory=list)
     architectures: list[str] = Field(default_factory=lambda: list(WSE_ARCHITECTURES))
-    horizon: int | None = None
-    n_seeds: int | None = None
-    bootstrap_draws: int | None = None
+    # Counts are positive: 0 or a negative number would otherwise mean "all" or "none" through slicing.
+    horizon: PositiveInt | None = None
+    n_seeds: PositiveInt | None = None
+    bootstrap_draws: PositiveInt | None = None
     bootstrap_seed: int = 20_260_815
-    consistency_judge: JudgeConfig | None = None
-    richness_judge: JudgeConfig | None = None
+    consistency_judges: JudgePanel | None = None
+    richness_judges: JudgePanel | None = None
+    budgets: dict[str, int] = Field(default_factory=lambda: dict(WSE_ROLE_BUDGETS))  # role -> max_tokens
     model_groups: dict[str, list[str]] = Field(default_factory=dict)
     construction_model: str | None = None  # optional model for openings; must not be evaluated
     sampling: Sampling = Field(default_factory=Sampling)
+    human_labels: str | None = None   # folder with the human validation CSVs (App. B.5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _panels(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            raw = dict(raw)
+            for role in ("consistency_judge", "richness_judge"):
+                _panel_input(raw, role)
+        return raw
+
+    @field_validator("budgets")
+    @classmethod
+    def _known_budgets(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = sorted(set(v) - set(WSE_ROLE_BUDGETS))
+        if bad:
+            raise ValueError(f"unknown role(s) {bad}; known: {sorted(WSE_ROLE_BUDGETS)}")
+        low = {k: n for k, n in v.items() if n < 1}
+        if low:
+            raise ValueError(f"budgets must be >= 1 token: {low}")
+        return {**WSE_ROLE_BUDGETS, **v}
+
+    @property
+    def consistency_judge(self) -> JudgePanel | None:
+        """The consistency panel (historical name, kept for callers)."""
+        return self.consistency_judges
+
+    @property
+    def richness_judge(self) -> JudgePanel | None:
+        return self.richness_judges
 
     @field_validator("architectures")
     @classmethod
@@ -120,6 +287,15 @@ class WSEConfig(_Strict):
         return v
 
 
+class NCPAblationConfig(_Strict):
+    """Paper Table 2 as run: live episodes of one cell with each auditor configuration in the loop."""
+
+    narrator: str
+    arch: str = "baseline+adversarial"
+    auditors: list[JudgeConfig] = Field(min_length=1)
+    n_specs: int | None = None  # default: ncp.n_specs
+
+
 class NCPConfig(_Strict):
     narrators: list[str] = Field(default_factory=list)
     architectures: list[str] = Field(default_factory=lambda: list(NCP_ARCHITECTURES))
@@ -127,11 +303,14 @@ class NCPConfig(_Strict):
     auditor: JudgeConfig | None = None
     reaudit_auditors: list[JudgeConfig] = Field(default_factory=list)
     extraction_models: list[str] = Field(default_factory=list)
-    t_max: int | None = None
-    n_specs: int | None = None
-    n_extraction_specs: int | None = None
+    t_max: PositiveInt | None = None
+    n_specs: PositiveInt | None = None
+    n_extraction_specs: PositiveInt | None = None
+    # spec ids left out on purpose (e.g. a file that fails validation); any other bad spec fails `ncp_specs`
+    exclude_specs: list[str] = Field(default_factory=list)
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.6, top_p=0.95, max_tokens=8092))
     extraction_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=1024))
+    ablation: NCPAblationConfig | None = None
 
     @field_validator("architectures")
     @classmethod
@@ -143,9 +322,48 @@ class NCPConfig(_Strict):
 
 
 class CorpusConfig(_Strict):
+    """A human corpus: a folder of .txt files (+ corpus.yaml), a .jsonl or a .csv file."""
+
     name: str
     path: str
     quality_tier: str = "human"
+    format: Literal["folder", "jsonl", "csv"] | None = None   # default: from the path
+    text_column: str = "text"
+    id_column: str | None = None
+    title_column: str | None = None
+    author_column: str | None = None
+    metadata_columns: list[str] = Field(default_factory=list)
+    sample: PositiveInt | None = None      # random sample (seeded) of the in-range stories
+    seed: int = 0
+    min_words: NonNegativeInt | None = None   # per-corpus word range (default endings.min/max_words)
+    max_words: PositiveInt | None = None
+
+
+class ReferenceConfig(_Strict):
+    """A warm-up reference story: recalled from its title, or given in full from a file."""
+
+    title: str
+    author: str | None = None
+    file: str | None = None   # full text (relative to the config); without it: title mode
+
+
+class RubricConfig(_Strict):
+    """The EQ-Bench-style rubric judge of generated and human stories (opt-in)."""
+
+    model: str
+    rubric_file: str | None = None    # default: the shipped wse_platform/endings/rubric.yaml
+    prompt_version: str = "v1"
+    min_words: NonNegativeInt = 0     # paper: 2,000-3,000 words for human corpora (length control)
+    max_words: PositiveInt | None = None
+    sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=1500))
+
+
+# The paper's title-mode pool of canonical short stories (Appendix D.4.1).
+DEFAULT_REFERENCE_POOL: tuple[dict[str, str], ...] = (
+    {"title": "The Ones Who Walk Away from Omelas", "author": "Ursula K. Le Guin"},
+    {"title": "The Lottery", "author": "Shirley Jackson"},
+    {"title": "The Yellow Wallpaper", "author": "Charlotte Perkins Gilman"},
+)
 
 
 class EndingsConfig(_Strict):
@@ -159,16 +377,23 @@ class EndingsConfig(_Strict):
     ablate: dict[str, list[str]] = Field(default_factory=dict)
     corpora: list[CorpusConfig] = Field(default_factory=list)
     ideas_file: str | None = None
-    min_words: int = 500
-    max_words: int = 5000
-    k: int | None = None
-    position_stride: int | None = None
-    max_positions_per_story: int | None = None
-    max_human_stories: int | None = None
-    n_ideas: int | None = None
+    min_words: NonNegativeInt = 500
+    max_words: PositiveInt = 5000
+    k: PositiveInt | None = None
+    position_stride: PositiveInt | None = None
+    max_positions_per_story: PositiveInt | None = None
+    max_human_stories: PositiveInt | None = None
+    n_ideas: PositiveInt | None = None
     forecast_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=1.2, top_p=0.95, max_tokens=150))
     judge_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=10))
     story_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.7, max_tokens=4000, min_p=0.1))
+    judge_constrained_choice: bool = False   # opt-in closed {Y, N} decoding (judge id gets ":choice")
+    repeats: PositiveInt = 1                 # forecast+judge repeats with different seeds (Table 7)
+    reference_pool: list[ReferenceConfig] = Field(
+        default_factory=lambda: [ReferenceConfig(**r) for r in DEFAULT_REFERENCE_POOL])
+    reference_seed: int = 0                  # the warm-up reference is drawn per story from this seed
+    plan_beats: PositiveInt | None = None    # "exactly N beats" in the plan prompts (None: model decides)
+    rubric: RubricConfig | None = None
 
     @field_validator("pipelines")
     @classmethod
@@ -194,6 +419,11 @@ class EndingsConfig(_Strict):
     def same_model_judge(self) -> bool:
         return self.forecaster is not None and self.forecaster == self.judge
 
+    def evaluators(self) -> dict[str, str | None]:
+        """Config key -> model name of every evaluating role (kept apart from the generators)."""
+        return {"endings.forecaster": self.forecaster, "endings.judge": self.judge,
+                "endings.rubric.model": self.rubric.model if self.rubric else None}
+
 
 class Settings(_Strict):
     profile: Profile = "demo"
@@ -202,7 +432,7 @@ class Settings(_Strict):
     artifacts_dir: str = ".wse/artifacts"
     prompts_dir: str | None = None  # optional folder of user prompt files, searched before the shipped ones
     use_cache: bool = True
-    concurrency: dict[str, int] = Field(default_factory=lambda: {"embedded": 1, "litellm": 8, "vllm": 1})
+    concurrency: dict[Backend, PositiveInt] = Field(default_factory=lambda: {"embedded": 1, "litellm": 8, "vllm": 1})
     rejudge_cron: str = "0 3 * * *"
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     wse: WSEConfig = Field(default_factory=WSEConfig)
@@ -220,10 +450,10 @@ class Settings(_Strict):
 
         for i, m in enumerate(self.wse.models):
             need(f"wse.models[{i}]", m)
-        for role in ("consistency_judge", "richness_judge"):
-            j = getattr(self.wse, role)
-            if j is not None:
-                need(f"wse.{role}.model", j.model)
+        for role in ("consistency_judges", "richness_judges"):
+            panel = getattr(self.wse, role)
+            for i, member in enumerate(panel.members if panel is not None else []):
+                need(f"wse.{role}[{i}].model", member.model)
         need("wse.construction_model", self.wse.construction_model)
         if self.wse.construction_model and self.wse.construction_model in self.wse.models:
             errors.append("wse.construction_model: must not be one of the evaluated wse.models "
@@ -241,6 +471,12 @@ class Settings(_Strict):
             need(f"ncp.reaudit_auditors[{i}].model", a.model)
         for i, m in enumerate(self.ncp.extraction_models):
             need(f"ncp.extraction_models[{i}]", m)
+        if self.ncp.ablation is not None:
+            need("ncp.ablation.narrator", self.ncp.ablation.narrator)
+            for i, a in enumerate(self.ncp.ablation.auditors):
+                need(f"ncp.ablation.auditors[{i}].model", a.model)
+            if self.ncp.ablation.arch not in NCP_ARCHITECTURES:
+                errors.append(f"ncp.ablation.arch: unknown architecture {self.ncp.ablation.arch!r}")
         need("endings.forecaster", self.endings.forecaster)
         need("endings.judge", self.endings.judge)
         for i, m in enumerate(self.endings.generators):
@@ -249,6 +485,16 @@ class Settings(_Strict):
             errors.append("endings.judge: the judge must be a different model from endings.forecaster "
                           f"({self.endings.judge!r}); set endings.allow_same_model: true to accept it "
                           "(results are then marked same_model_judge)")
+        if self.endings.rubric is not None:
+            need("endings.rubric.model", self.endings.rubric.model)
+        if not self.endings.allow_same_model:   # the paper keeps generator and evaluator models apart
+            gen_ids = {self.models[g].model_id: g for g in self.endings.generators if g in self.models}
+            for key, name in self.endings.evaluators().items():
+                m = self.models.get(name) if name else None
+                if m is not None and m.model_id in gen_ids:
+                    errors.append(f"{key}: model {name!r} has the same model_id {m.model_id!r} as the story "
+                                  f"generator {gen_ids[m.model_id]!r}; evaluators must differ from generators "
+                                  "(set endings.allow_same_model: true to accept it)")
         if errors:
             raise ValueError("; ".join(errors))
         return self
@@ -312,6 +558,8 @@ def _format_validation_error(err: ValidationError, source: str) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
+        elif e["type"] in ("greater_than", "greater_than_equal"):
+            msg = f"{msg} (got {e.get('input')!r})"
         lines.append(f"  {key}: {msg}")
     return "\n".join(lines)
 
@@ -329,8 +577,18 @@ def settings_from_dict(raw: dict[str, Any], source: str = "<dict>") -> Settings:
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, overrides: dict[str, Any] | None = None) -> Settings:
-    """Load and validate the config: `path`, else $WSE_CONFIG, else ./wse.yaml, else the shipped default."""
-    candidates = [path, os.environ.get("WSE_CONFIG"), Path.cwd() / "wse.yaml", DEFAULT_CONFIG]
+    """Load and validate the config: `path`, else $WSE_CONFIG, else ./wse.yaml, else the shipped default.
+
+    A file named explicitly (`path` or $WSE_CONFIG) must exist: falling back to the shipped demo
+    config would silently run a different experiment."""
+    env = os.environ.get("WSE_CONFIG") or None
+    for named, how in ((path, "$WSE_CONFIG" if path and str(path) == env else "--config"),
+                       (None if path else env, "$WSE_CONFIG")):
+        if named and not Path(named).is_file():
+            problem = "is a directory, not a file" if Path(named).is_dir() else "does not exist"
+            raise ConfigError(f"config file {named} (from {how}) {problem}; fix the path, or drop {how} "
+                              "to use ./wse.yaml or the shipped demo config")
+    candidates = [path, env, Path.cwd() / "wse.yaml", DEFAULT_CONFIG]
     chosen = next((Path(c) for c in candidates if c and Path(c).exists()), None)
     if chosen is None:
         raise ConfigError(f"no configuration file found (tried {[str(c) for c in candidates if c]})")

@@ -41,6 +41,8 @@ ASSET_MODULES: tuple[str, ...] = (
     "assets.endings.generation",
     "assets.endings.forecasting",
     "assets.endings.tables",
+    "assets.endings.rubric",
+    "assets.endings.reports",
     "assets.checks",
 )
 
@@ -63,7 +65,13 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
         objs.extend(importlib.import_module(name).build(settings, parts))
     objs.extend(build_sql_model_assets(_asset_keys(objs)))
 
-    from assets.automation import build_automation  # sensors, schedules, jobs
+    from assets.automation import build_automation, with_automation  # sensors, schedules, conditions
+    from assets.core import with_llm_calls_lineage
+    from assets.helpers import describe_tables
+
+    # every asset: its automation condition, table name / column schema / owner / tags; llm_calls
+    # drawn downstream of every LLM asset
+    objs = describe_tables(with_automation(with_llm_calls_lineage(objs)), settings.warehouse)
 
     sensors, schedules, jobs = build_automation(settings, parts, objs)
     return Definitions(

@@ -9,6 +9,9 @@ $DAGSTER_HOME, so the UI, staleness and `wse status` see them.
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +28,7 @@ from dagster import (
 )
 
 from wse_platform.config import Settings
+from wse_platform.errors import ActionableError
 
 DAGSTER_YAML = """\
 # Written by wse-platform. Telemetry off; a run queue with per-backend concurrency limits
@@ -55,13 +59,70 @@ def ensure_dagster_home(settings: Settings) -> Path:
     limits = "\n".join(f"      - key: {key}\n        value: {value}\n        limit: {n}" for key, value, n in entries)
     text = DAGSTER_YAML.format(max_runs=max(4, sum(settings.concurrency.values())), limits=limits or "      []")
     if not cfg.exists() or cfg.read_text() != text:
-        cfg.write_text(text)
+        tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, cfg)  # atomic: a process opening the instance never reads a half-written file
     return home
 
 
+class InstanceBroken(ActionableError):
+    """The Dagster instance at $DAGSTER_HOME cannot be opened; the message names it and gives the fix."""
+
+
 def get_instance(settings: Settings) -> DagsterInstance:
-    ensure_dagster_home(settings)
-    return DagsterInstance.get()
+    """The persistent instance, created and migrated by one process at a time.
+
+    Two processes creating the SQLite storages at once can both stamp the schema and leave
+    "more than one head" behind for good, so creation (and any migration Dagster does on open)
+    runs under a file lock next to the instance; opening an existing instance takes the lock
+    only for a moment. A broken instance is reported with the fix instead of a traceback.
+    """
+    from filelock import FileLock
+
+    from dagster import AssetKey
+
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.warehouse.parent / "dagster_home")
+    home.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(home / ".wse-instance.lock"), timeout=300):
+        ensure_dagster_home(settings)  # dagster.yaml is (re)written under the lock too
+        try:
+            instance = DagsterInstance.get()
+            # touch every storage so that any creation/migration happens here, under the lock
+            instance.get_runs(limit=1)
+            instance.get_latest_materialization_event(AssetKey("wse_instance_probe"))
+            instance.all_instigator_state()
+        except Exception as err:  # noqa: BLE001 - any failure to open is reported the same way
+            raise InstanceBroken(
+                f"the Dagster instance at {home} cannot be opened: {type(err).__name__}: "
+                f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}\n"
+                "  It holds only run history and materialization records (the warehouse and the LLM cache "
+                "are separate files and are not affected).\n"
+                f"  fix: move it aside (mv {home} {home}.broken) and run `wse materialize` without --stale "
+                "(the record of what was built goes with it; cached LLM answers are reused)") from err
+    return instance
+
+
+def warehouse_problem(settings: Settings, defs: Definitions | None = None,
+                      instance: DagsterInstance | None = None) -> str | None:
+    """Why the warehouse cannot back what the Dagster instance says is built (None: no problem).
+
+    Staleness comes from the instance's records, which survive a truncated or deleted warehouse
+    file; without this check `wse status` would call such a warehouse fresh.
+    """
+    from wse_platform.warehouse import Warehouse, WarehouseError
+
+    try:
+        Warehouse(settings.warehouse).check_readable()
+    except WarehouseError as err:
+        return str(err)
+    if defs is not None and instance is not None and not settings.warehouse.exists():
+        built = [k.to_user_string() for k in materializable(defs) if instance.get_latest_materialization_event(k)]
+        if built:
+            return (f"the warehouse file {settings.warehouse} does not exist, but the Dagster instance at "
+                    f"{os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built (e.g. {built[0]}): "
+                    "their tables are gone.\n  fix: rebuild with `wse materialize` (without --stale: the "
+                    "run history still lists them as built; cached LLM answers are reused)")
+    return None
 
 
 # Runs log to the instance (UI) in full; the terminal only shows warnings and our own progress.
@@ -82,6 +143,7 @@ class RunPlanStep:
 @dataclass
 class RunReport:
     steps: list[tuple[RunPlanStep, bool, float]] = field(default_factory=list)
+    interrupted_by: str | None = None  # signal name when SIGINT/SIGTERM stopped the command
 
     @property
     def ok(self) -> bool:
@@ -104,17 +166,19 @@ def observable_sources(defs: Definitions) -> list:
 
 
 def observe_sources(defs: Definitions, instance: DagsterInstance) -> list[str]:
-    """Record the current data versions of the config source assets; returns the changed ones.
+    """Record the current data versions of the config assets (and of any observable source);
+    returns the keys that changed.
 
-    Fingerprints are computed in-process and only changed partitions are recorded (runless
-    observations), so an unchanged config costs a few queries, not one run per source. A source
+    Config fingerprints are computed in-process and only changed partitions are recorded
+    (runless materializations, `assets.versioning`), so an unchanged config costs a few queries,
+    not one run per source. Observable sources: changed partitions as runless observations; one
     whose observe function needs a context or resources is observed with a regular run.
     """
     from dagster._core.definitions.observe import observe  # public `observe` is not re-exported
 
-    from assets.versioning import changed_observations, source_versions
+    from assets.versioning import record_config_versions
 
-    changed: list[str] = []
+    changed = record_config_versions(instance, list(defs.assets or []))
     for src in observable_sources(defs):
         current = source_versions(src) if isinstance(src, SourceAsset) else None
         if current is None:
@@ -127,6 +191,55 @@ def observe_sources(defs: Definitions, instance: DagsterInstance) -> list[str]:
         if events:
             changed.append(src.key.to_user_string())
     return changed
+
+
+def source_versions(src) -> dict[str | None, str] | None:
+    """Current data version(s) of an observable source, by partition (None = unpartitioned);
+    None when the observe function needs a context or resources (then observe it with a run)."""
+    from dagster import DataVersion, DataVersionsByPartition, ObserveResult
+    from dagster._core.decorator_utils import get_function_params
+    from dagster._core.definitions.decorators.op_decorator import is_context_provided
+    from dagster._core.definitions.resource_annotation import get_resource_args
+
+    fn = getattr(src, "observe_fn", None)
+    if fn is None or get_resource_args(fn) or is_context_provided(get_function_params(fn)):
+        return None
+    value = fn()
+    if isinstance(value, DataVersionsByPartition):
+        return {pk: dv.value for pk, dv in value.data_versions_by_partition.items()}
+    if isinstance(value, ObserveResult):
+        value = value.data_version
+    if isinstance(value, DataVersion):
+        return {None: value.value}
+    return None
+
+
+def changed_observations(instance: DagsterInstance, src, current: dict[str | None, str]) -> list:
+    """AssetObservation events for the partitions of `src` whose data version differs from the last one."""
+    from dagster import AssetObservation
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    def last(pk):
+        rec = instance.get_latest_data_version_record(src.key, is_source=True, partition_key=pk)
+        return rec.asset_observation.tags.get(DATA_VERSION_TAG) if rec and rec.asset_observation else None
+
+    return [AssetObservation(asset_key=src.key, partition=pk, tags={DATA_VERSION_TAG: v})
+            for pk, v in current.items() if last(pk) != v]
+
+
+def _parents(graph, key: AssetKey) -> set[AssetKey]:
+    """Parents of `key`, looking through external assets (`llm_calls` is written by the LLM
+    assets upstream of it, so `llm_usage` runs after them)."""
+    out: set[AssetKey] = set()
+    frontier = list(graph.get(key).parent_keys)
+    while frontier:
+        p = frontier.pop()
+        if p in out or not graph.has(p):
+            continue
+        out.add(p)
+        if not graph.get(p).is_materializable:
+            frontier.extend(graph.get(p).parent_keys)
+    return out
 
 
 def plan(defs: Definitions, keys: Iterable[AssetKey],
@@ -142,7 +255,7 @@ def plan(defs: Definitions, keys: Iterable[AssetKey],
     steps: list[RunPlanStep] = []
     by_name = lambda k: k.to_user_string()  # noqa: E731
     while todo:
-        ready = [k for k in todo if not (graph.get(k).parent_keys & todo)]
+        ready = [k for k in todo if not (_parents(graph, k) & todo)]
         if not ready:
             raise RuntimeError(f"dependency cycle among {sorted(k.to_user_string() for k in todo)}")
         groups: dict[object, list[AssetKey]] = {}
@@ -172,24 +285,115 @@ def plan(defs: Definitions, keys: Iterable[AssetKey],
 
 def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterInstance,
             tags: dict[str, str] | None = None, echo=print) -> RunReport:
+    """Run the steps in order. SIGINT/SIGTERM stop the whole sequence (see `StopOnSignal`)."""
     assets = [a for a in defs.assets or [] if isinstance(a, (AssetsDefinition, SourceAsset))]
     assets += [c for c in (defs.asset_checks or [])]
     report = RunReport()
-    for i, step in enumerate(steps, 1):
-        t0 = time.perf_counter()
-        echo(f"[{i}/{len(steps)}] materializing {step.label()}")
-        result = materialize(
-            assets, instance=instance, resources=defs.resources, partition_key=step.partition_key,
-            run_config=QUIET_RUN_CONFIG,
-            selection=AssetSelection.assets(*step.keys), raise_on_error=False, tags=tags or {},
-        )
-        dt = time.perf_counter() - t0
-        report.steps.append((step, result.success, dt))
-        if not result.success:
-            echo(f"    FAILED after {dt:.1f}s: {_first_error(result)}")
-        else:
-            echo(f"    ok ({dt:.1f}s)")
+    with StopOnSignal() as stop:
+        for i, step in enumerate(steps, 1):
+            if stop.signal_name:
+                break
+            t0 = time.perf_counter()
+            echo(f"[{i}/{len(steps)}] materializing {step.label()}")
+            result = materialize(
+                assets, instance=instance, resources=defs.resources, partition_key=step.partition_key,
+                run_config=QUIET_RUN_CONFIG,
+                selection=AssetSelection.assets(*step.keys), raise_on_error=False, tags=tags or {},
+            )
+            dt = time.perf_counter() - t0
+            report.steps.append((step, result.success, dt))
+            if not result.success:
+                echo(f"    FAILED after {dt:.1f}s: {_first_error(result)}")
+            else:
+                echo(f"    ok ({dt:.1f}s)")
+            if _interrupted(result) and not stop.signal_name:
+                stop.signal_name = "an interrupt"  # seen by Dagster before our watcher counted it
+        report.interrupted_by = stop.signal_name
+    if report.interrupted_by:
+        echo(f"interrupted by {report.interrupted_by}: stopped after {len(report.steps)} of {len(steps)} runs "
+             f"(an interrupted run is recorded as failed); {len(steps) - len(report.steps)} not started")
     return report
+
+
+_INTERRUPT_ERRORS = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+
+
+def _interrupted(result) -> bool:
+    """Whether Dagster's own interrupt handling ended this run (its handler, not ours, is active in a run)."""
+    for ev in result.all_events:
+        data = ev.step_failure_data if ev.is_step_failure else None
+        if data and data.error and data.error.cls_name in _INTERRUPT_ERRORS:
+            return True
+    return False
+
+
+class StopOnSignal:
+    """First SIGINT/SIGTERM: start no further run; the run in progress is interrupted by Dagster's
+    own handler (which replaces ours during a run) and recorded as failed. Second: exit at once.
+
+    Signals are counted through `signal.set_wakeup_fd`, which CPython feeds from its C-level
+    handler whichever Python handler is installed, so a second signal is seen even while
+    Dagster's handler is active or the step is stuck in native code; a watcher thread then
+    calls `os._exit`. Does nothing outside the main thread (signals only reach that one).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, echo=None):
+        self.count = 0
+        self.signal_name: str | None = None
+        self._echo = echo or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self._lock = threading.Lock()
+        self._active = False
+
+    def __enter__(self) -> "StopOnSignal":
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)
+        self._old_handlers = {s: signal.getsignal(s) for s in self.SIGNALS}
+        self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+        for s in self.SIGNALS:
+            signal.signal(s, self._handler)
+        self._active = True
+        threading.Thread(target=self._watch, name="wse-signal-watch", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._active:
+            return
+        signal.set_wakeup_fd(self._old_fd)
+        for s, h in self._old_handlers.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        os.close(self._w)  # the watcher sees end-of-file and stops
+        self._active = False
+
+    @staticmethod
+    def _handler(signum, frame) -> None:
+        """Between runs: nothing to do here; the watcher counts the signal via the wakeup fd."""
+
+    def _watch(self) -> None:
+        try:
+            while data := os.read(self._r, 64):
+                for signum in data:
+                    if signum in self.SIGNALS:
+                        self.note(signal.Signals(signum))
+        finally:
+            os.close(self._r)
+
+    def note(self, signum: signal.Signals) -> None:
+        with self._lock:
+            self.count += 1
+            first = self.signal_name is None
+            if first:
+                self.signal_name = signal.Signals(signum).name
+            count = self.count
+        if count >= 2 and self._active:
+            self._echo(f"{signal.Signals(signum).name} again: exiting now")
+            os._exit(128 + int(signum))
+        if first:
+            self._echo(f"{self.signal_name}: stopping — the current run is interrupted and recorded as failed, "
+                       "no further run starts (send it again to exit at once)")
 
 
 def _first_error(result) -> str:

@@ -177,6 +177,12 @@ def with_descendants(defs: Definitions, cells: Iterable[tuple[AssetKey, str | No
         out[key].add(pk)
         for child in graph.get(key).child_keys:
             cnode = graph.get(child)
+            if not cnode.is_materializable and cnode.parent_keys and cnode.partitions_def is None:
+                # an external table written by its upstream runs (llm_calls): what reads it follows
+                frontier.extend((c, None) for c in cnode.child_keys
+                                if graph.get(c).is_materializable and graph.get(c).partitions_def is None
+                                and (allowed is None or c in allowed) and None not in out.get(c, set()))
+                continue
             if not cnode.is_materializable or (allowed is not None and child not in allowed):
                 continue
             cpdef = cnode.partitions_def

@@ -67,7 +67,8 @@ def _scale(settings: Settings, section: str) -> dict[str, Any]:
     sec = getattr(settings, section).model_dump()
     keys = {"wse": ["horizon", "n_seeds"], "ncp": ["t_max", "n_specs", "sampling", "player_model"],
             "endings": ["k", "position_stride", "max_positions_per_story", "ablate", "max_human_stories", "n_ideas", "story_sampling",
-                        "forecast_sampling", "forecaster", "min_words", "max_words", "ideas_file"]}[section]
+                        "forecast_sampling", "forecaster", "min_words", "max_words", "ideas_file",
+                        "repeats", "reference_pool", "reference_seed", "plan_beats", "rubric"]}[section]
     return {k: sec.get(k) for k in keys} | {"profile": settings.profile}
 
 
@@ -75,6 +76,7 @@ def wse_cell_version(settings: Settings, model: str, arch: str) -> str:
     gen = [n for n in _prompt_names("wse") if n not in JUDGE_ROLES["wse"]]
     return fingerprint("wse-gen", settings.model(model).identity(), arch, _scale(settings, "wse"),
                        settings.wse.sampling.model_dump(), prompt_shas("wse", gen, "v1", settings.prompts_dir),
+                       settings.wse.budgets,
                        {f: file_hash(f) for f in GENERATION_CODE["wse"]})
 
 
@@ -83,9 +85,9 @@ def wse_judge_version(settings: Settings) -> str:
     for role in ("consistency_judge", "richness_judge"):
         j = getattr(settings.wse, role)
         if j is not None:
-            judges[role] = [j.model_dump(), settings.model(j.model).identity(),
-                            prompt_shas("wse", [role], j.prompt_version, settings.prompts_dir)]
-    return fingerprint("wse-judge", judges, {f: file_hash(f) for f in JUDGE_CODE["wse"]})
+            judges[role] = [j.model_dump(), [settings.model(m.model).identity() for m in j.members],
+                            [prompt_shas("wse", [role], pv, settings.prompts_dir) for pv in j.prompt_versions]]
+    return fingerprint("wse-judge", judges, settings.wse.budgets, {f: file_hash(f) for f in JUDGE_CODE["wse"]})
 
 
 def ncp_cell_version(settings: Settings, model: str, arch: str) -> str:
@@ -135,7 +137,8 @@ def endings_set_version(settings: Settings, set_key: str) -> str:
 def endings_judge_version(settings: Settings) -> str:
     e = settings.endings
     return fingerprint("endings-judge", e.judge, settings.model(e.judge).identity() if e.judge else None,
-                       e.judge_prompt_version, e.judge_sampling.model_dump(),
+                       e.judge_prompt_version, e.judge_sampling.model_dump(), e.judge_constrained_choice,
+                       e.repeats,
                        prompt_shas("endings", ["judge"], e.judge_prompt_version, settings.prompts_dir),
                        {f: file_hash(f) for f in JUDGE_CODE["endings"]})
 

@@ -4,14 +4,23 @@ DuckDB allows one writing process per database file. Several Dagster runs (one
 process each) write at once, so every connection is taken under an inter-process
 file lock (``<db>.lock``) and held only for the duration of one short transaction.
 Writers queue on the lock instead of failing; if some *other* program holds the
-DuckDB file (e.g. a user's duckdb shell), opening is retried with backoff.
+DuckDB file (e.g. a user's duckdb shell), opening is retried with backoff. A wait is
+never silent: after a few seconds the waiter prints (stderr) who holds the lock — the
+PID and command the holder noted in ``<db>.lock.owner``, or the PID DuckDB reports —
+and that it is waiting, then repeats that every 30 s until it gets the lock or gives up.
+A file that is not a readable DuckDB database is reported with its path and the fix.
 A partition is replaced by DELETE + INSERT inside one transaction, so a rerun gives
 the same rows and a crash mid-write leaves the previous rows intact.
 """
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
+import os
 import random
+import re
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -19,16 +28,29 @@ from typing import Any
 
 import duckdb
 import polars as pl
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from wse_platform.config import REPO_ROOT
+from wse_platform.errors import ActionableError
 
 SQL_DIR = REPO_ROOT / "sql"
 _LOCK_ERRORS = ("Could not set lock", "lock on file", "Conflicting lock", "database is locked")
+# DuckDB's wording for a file that is not (or no longer) a database it can read.
+_CORRUPT_ERRORS = ("not a valid DuckDB database", "Corrupt", "corrupt", "checksum", "Serialization Error",
+                   "INTERNAL Error", "database file", "truncated", "too small", "unexpected end")
+NOTICE_AFTER_S = 3.0   # a wait shorter than this (normal queueing of parallel writers) is not reported
+NOTICE_EVERY_S = 30.0  # then a reminder at this interval
+log = logging.getLogger("wse_platform.warehouse")
 
 
-class WarehouseError(RuntimeError):
-    pass
+def _say(msg: str) -> None:
+    """Waiting and breakage notes go to the terminal (stderr), whichever command or run is waiting."""
+    print(msg, file=sys.stderr, flush=True)
+    log.info(msg)
+
+
+class WarehouseError(ActionableError):
+    """A warehouse problem; the message names the file (and, where there is one, the fix)."""
 
 
 def sql_to_polars(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
@@ -43,6 +65,12 @@ def sql_to_polars(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | 
     return pl.from_arrow(table)
 
 
+def _duckdb_holder(message: str) -> str:
+    """`Conflicting lock is held in /usr/bin/duckdb (PID 123)` → `PID 123 (/usr/bin/duckdb)`."""
+    m = re.search(r"held in (.+?) \(PID (\d+)\)", message)
+    return f"PID {m.group(2)} ({m.group(1)})" if m else "DuckDB did not say which process"
+
+
 class Warehouse:
     def __init__(self, path: str | Path, sql_dir: Path = SQL_DIR, lock_timeout: float = 600.0):
         self.path = Path(path)
@@ -51,28 +79,110 @@ class Warehouse:
         self._schema_ready = False
 
     # ---- connections ---------------------------------------------------------------
+    @property
+    def owner_file(self) -> Path:
+        return Path(str(self.path) + ".lock.owner")
+
     @contextlib.contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection held under the inter-process lock; closed on exit."""
+    def connect(self, read_only: bool = False,
+                config: dict[str, Any] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection held under the inter-process lock; closed on exit (`config`: DuckDB settings)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock", timeout=self.lock_timeout):
-            con = self._open(read_only and self.path.exists())
+        lock = FileLock(str(self.path) + ".lock")
+        self._acquire(lock)
+        try:
+            self._note_owner()
+            con = self._open(read_only and self.path.exists(), config)
             try:
                 yield con
             finally:
                 con.close()
+        finally:
+            with contextlib.suppress(OSError):
+                self.owner_file.unlink()
+            lock.release()
 
-    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+    def _note_owner(self) -> None:
+        """Who holds the lock, for processes that have to wait (best effort)."""
+        note = {"pid": os.getpid(), "command": " ".join(sys.argv)[:200], "since": time.strftime("%H:%M:%S")}
+        with contextlib.suppress(OSError):
+            self.owner_file.write_text(json.dumps(note))
+
+    def lock_holder(self) -> str:
+        """The process holding the inter-process lock, as its owner note describes it."""
+        try:
+            note = json.loads(self.owner_file.read_text())
+            return f"PID {note['pid']} ({note['command']}, since {note['since']})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another process (it left no owner note)"
+
+    def _acquire(self, lock: FileLock) -> None:
+        start = time.monotonic()
+        try:
+            lock.acquire(timeout=min(NOTICE_AFTER_S, self.lock_timeout))
+            return
+        except Timeout:
+            pass
+        while True:
+            waited = time.monotonic() - start
+            if waited >= self.lock_timeout:
+                raise WarehouseError(f"gave up after {waited:.0f} s: warehouse {self.path} is still locked by "
+                                     f"{self.lock_holder()}; stop that process or wait until it finishes")
+            _say(f"warehouse {self.path} is locked by {self.lock_holder()}; waiting for it "
+                 f"({waited:.0f} s so far, giving up after {self.lock_timeout:.0f} s)")
+            try:
+                lock.acquire(timeout=min(NOTICE_EVERY_S, self.lock_timeout - waited))
+                _say(f"warehouse {self.path}: lock acquired after {time.monotonic() - start:.0f} s")
+                return
+            except Timeout:
+                continue
+
+    def _open(self, read_only: bool, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
         delay = 0.05
-        deadline = time.monotonic() + self.lock_timeout
+        start = time.monotonic()
+        next_notice = start + NOTICE_AFTER_S
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only)
-            except duckdb.Error as err:  # another (non-cooperating) process holds the file
-                if not any(s in str(err) for s in _LOCK_ERRORS) or time.monotonic() > deadline:
-                    raise WarehouseError(f"cannot open warehouse {self.path}: {err}") from err
+                return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
+            except duckdb.Error as err:  # another (non-cooperating) process holds the file?
+                if not any(s in str(err) for s in _LOCK_ERRORS):
+                    raise WarehouseError(self._open_failure(err)) from err
+                holder = _duckdb_holder(str(err))
+                now = time.monotonic()
+                if now - start > self.lock_timeout:
+                    raise WarehouseError(f"gave up after {now - start:.0f} s: warehouse {self.path} is held by "
+                                         f"another program ({holder}); close it (e.g. a duckdb shell) and "
+                                         "retry") from err
+                if now >= next_notice:
+                    _say(f"warehouse {self.path} is held by another program ({holder}); waiting for it "
+                         f"({now - start:.0f} s so far, giving up after {self.lock_timeout:.0f} s)")
+                    next_notice = now + NOTICE_EVERY_S
                 time.sleep(delay + random.random() * delay)
                 delay = min(delay * 2, 2.0)
+
+    def _open_failure(self, err: duckdb.Error) -> str:
+        """The message for a warehouse file DuckDB cannot open: the file, what it means, the fix."""
+        text = str(err)
+        if "Permission denied" in text:
+            return f"cannot open warehouse {self.path}: {text}\n  fix: make the file and its folder writable"
+        if any(s in text for s in _CORRUPT_ERRORS) or self.path.exists():
+            return (f"the warehouse file {self.path} is not a readable DuckDB database ({text.strip()}).\n"
+                    "  It is truncated or corrupt (or written by an incompatible DuckDB version); the tables "
+                    "in it cannot be read.\n"
+                    f"  fix: move it aside (mv {self.path} {self.path}.broken) and rebuild everything with "
+                    "`wse materialize` (without --stale: the run history still lists the lost tables as "
+                    "built; cached LLM answers are reused, so no new model calls are made for them)")
+        return f"cannot open warehouse {self.path}: {text}"
+
+    def check_readable(self) -> None:
+        """Raise WarehouseError (file, cause, fix) if the warehouse file exists but cannot be read."""
+        if not self.path.exists():
+            return
+        try:
+            with self.connect(read_only=True) as con:
+                con.execute("SELECT count(*) FROM information_schema.tables").fetchall()
+        except duckdb.Error as err:  # opened, but the catalog cannot be read
+            raise WarehouseError(self._open_failure(err)) from err
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:

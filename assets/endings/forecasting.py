@@ -32,12 +32,13 @@ POSITIONS_SCHEMA = {
 PREDICTIONS_SCHEMA = {
     "story_id": pl.Utf8, "set_key": pl.Utf8, "position": pl.Int64, "sample_index": pl.Int64,
     "prediction": pl.Utf8, "forecaster_model": pl.Utf8, "llm_call_id": pl.Utf8, "failure_json": pl.Utf8,
+    "repeat": pl.Int64,
 }
 VERDICTS_SCHEMA = {
     "story_id": pl.Utf8, "set_key": pl.Utf8, "position": pl.Int64, "sample_index": pl.Int64,
     "judge_config_id": pl.Utf8, "judge_model": pl.Utf8, "verdict_raw": pl.Utf8, "verdict": pl.Utf8,
     "choice_fallback": pl.Boolean, "same_model_judge": pl.Boolean, "llm_call_id": pl.Utf8,
-    "failure_json": pl.Utf8,
+    "failure_json": pl.Utf8, "repeat": pl.Int64,
 }
 
 
@@ -49,7 +50,7 @@ def _stories(wh, key: str) -> list[SplitStory]:
 
 def _rows(wh, table: str, key: str) -> list[dict]:
     return wh.query(f'SELECT * FROM "{table}" WHERE set_key = ? ORDER BY story_id, position'
-                    + (", sample_index" if table != "endings_positions" else ""), [key]).to_dicts()
+                    + (', "repeat", sample_index' if table != "endings_positions" else ""), [key]).to_dicts()
 
 
 def _need_forecaster(s: Settings) -> str:
@@ -92,7 +93,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         description="K rows per position: one predicted ending each (2–3 sentences, plot level) from the "
                     "forecasting model given the story so far; the K samples of a position are one request "
                     "with n = K (temperature 1.2, top-p 0.95, max 150 tokens by default). A failed request "
-                    "gives K rows with `failure_json` and no prediction.",
+                    "gives K rows with `failure_json` and no prediction. With `endings.repeats` = r the whole "
+                    "stage runs r times with different seeds (column `repeat`, 0 = main run).",
     )
     def endings_predictions(context, warehouse: WarehouseResource, llm: LLMResource, settings: SettingsResource):
         s, key, wh = settings.get(), context.partition_key, warehouse.get()
@@ -100,10 +102,11 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         positions = _rows(wh, "endings_positions", key)
         with llm.session(context) as client:
             rows = run_forecasts(client, _stories(wh, key), positions, key, forecaster, s.endings.k or 1,
-                                 s.endings.forecast_sampling, prompts_dir=s.prompts_dir)
+                                 s.endings.forecast_sampling, prompts_dir=s.prompts_dir,
+                                 repeats=s.endings.repeats)
         df = pl.DataFrame(rows, schema=PREDICTIONS_SCHEMA)
         return write_table(wh, "endings_predictions", df, key={"set_key": key}, extra_metadata={
-            "n_positions": len(positions), "k": s.endings.k,
+            "n_positions": len(positions), "k": s.endings.k, "repeats": s.endings.repeats,
             "n_failed": int(df["failure_json"].is_not_null().sum()) if df.height else 0,
         })
 

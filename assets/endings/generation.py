@@ -7,7 +7,6 @@ Thin: loading lives in `wse_platform.endings.corpus`, generation in `wse_platfor
 import polars as pl
 from dagster import MaterializeResult, MetadataValue, asset
 
-from assets.endings.stories import corpus_path
 from assets.helpers import markdown_preview, write_table
 from assets.partitions import BenchmarkPartitions, parse_endings_set
 from assets.versioning import code_version
@@ -19,7 +18,8 @@ from wse_platform.endings.pipelines import generate_set
 GROUP = "endings"
 CODE = ("wse_platform/endings/corpus.py", "wse_platform/endings/pipelines.py",
         *(f"wse_platform/prompts/endings/{n}.v1.md"
-          for n in ("story_vanilla", "beats_plan", "story_from_beats", "warmup_extract", "warmup_adapt")))
+          for n in ("story_vanilla", "beats_plan", "story_from_beats", "warmup_title", "warmup_text",
+                   "warmup_adapt")), "wse_platform/endings/ideas.py")
 
 STORIES_SCHEMA = {
     "story_id": pl.Utf8, "set_key": pl.Utf8, "corpus": pl.Utf8, "quality_tier": pl.Utf8,
@@ -27,7 +27,7 @@ STORIES_SCHEMA = {
     "license": pl.Utf8, "file": pl.Utf8, "n_words": pl.Int64, "text": pl.Utf8, "included": pl.Boolean,
     "exclusion_reason": pl.Utf8, "same_model_judge": pl.Boolean, "idea_id": pl.Utf8, "beats_json": pl.Utf8,
     "reference_beats_json": pl.Utf8, "reference_title": pl.Utf8, "reference_mode": pl.Utf8,
-    "steps_json": pl.Utf8, "failure_json": pl.Utf8,
+    "steps_json": pl.Utf8, "failure_json": pl.Utf8, "metadata_json": pl.Utf8,
 }
 
 
@@ -48,8 +48,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         code_version=code_version(*CODE),
         description="One row per story of a 100-Endings set (partition `human:<corpus>` or "
                     "`gen:<model>:<pipeline>`): metadata, word count, text, and whether it is measured "
-                    "(`included`) or why not (word range 500–5,000 by default, demo cap, generation "
-                    "failure). Generated rows also carry the idea, the beats the story was written from, "
+                    "(`included`) or why not (not prose, word range 500–5,000 by default — generated "
+                    "stories too —, not in the seeded random sample, generation failure). Generated rows also carry the idea, the beats the story was written from, "
                     "the reference story (warmup_beats) and the steps run.",
     )
     def endings_stories(context, warehouse: WarehouseResource, llm: LLMResource, settings: SettingsResource):
@@ -59,8 +59,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         problems: list[str] = []
         if part["kind"] == "human":
             cfg = next(c for c in s.endings.corpora if c.name == part["corpus"])
-            load = corpus_mod.load_corpus(corpus_path(s, cfg.name), cfg.name, cfg.quality_tier,
-                                          s.endings.min_words, s.endings.max_words, s.endings.max_human_stories)
+            load = corpus_mod.load_configured(s, cfg)
             problems = [str(p) for p in load.problems]
             for p in problems:
                 context.log.warning(f"corpus {cfg.name}: skipped {p}")

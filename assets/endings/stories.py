@@ -16,8 +16,8 @@ from dagster import (AssetCheckResult, AssetCheckSeverity, DataVersion, DataVers
 from assets.partitions import BenchmarkPartitions, parse_endings_set
 from resources.settings import settings_for
 from wse_platform.config import Settings
-from wse_platform.endings.corpus import CorpusError, load_corpus
-from wse_platform.endings.pipelines import IdeasError, ideas_path, load_ideas
+from wse_platform.endings.corpus import CorpusError, load_configured
+from wse_platform.endings.pipelines import IdeasError, ideas_path, load_ideas, reference_pool
 
 GROUP = "endings"
 
@@ -42,13 +42,16 @@ def source_version(settings: Settings, set_key: str) -> str:
     parts = parse_endings_set(set_key)
     if parts["kind"] == "human":
         folder = corpus_path(settings, parts["corpus"])
+        if folder.is_file():   # a JSONL / CSV corpus
+            return _hash_files([folder])
         return _hash_files([p for p in folder.glob("*") if p.is_file()]) if folder.is_dir() else "missing"
     path = ideas_path(settings)
     files = [path]
     try:
-        ideas, root = load_ideas(path)
-        files += [root / i.reference.file for i in ideas if i.reference and i.reference.file]
-    except IdeasError:
+        ideas, _ = load_ideas(path)
+        files += [Path(i.reference.file) for i in ideas if i.reference and i.reference.file]
+        files += [Path(r.file) for r in reference_pool(settings) if r.file]
+    except (IdeasError, ValueError):
         pass  # the generation asset reports the error; the version still changes with the file
     return _hash_files(list(dict.fromkeys(files)))
 
@@ -75,8 +78,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         problems: list[str] = []
         for c in s.endings.corpora:
             try:
-                load = load_corpus(s.resolve_path(c.path), c.name, c.quality_tier,
-                                   s.endings.min_words, s.endings.max_words)
+                load = load_configured(s, c)
                 problems += [f"{c.name}: {p}" for p in load.problems]
             except CorpusError as err:
                 problems.append(f"{c.name}: {err}")

@@ -15,14 +15,14 @@ from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
 from wse_platform.endings import tables as T
-from wse_platform.endings.plots import plot_curve_grid, plot_story_curves
+from wse_platform.endings.plots import plot_corpus_bars, plot_curve_grid, plot_story_curves
 
 GROUP = "endings"
 _CODE = code_version("wse_platform/endings/tables.py", "wse_platform/metrics/endings.py")
 _PLOT_CODE = code_version("wse_platform/endings/tables.py", "wse_platform/metrics/endings.py",
                           "wse_platform/endings/plots.py")
 
-_VERDICT_COLS = "story_id, set_key, position, sample_index, judge_config_id, verdict, failure_json"
+_VERDICT_COLS = 'story_id, set_key, position, sample_index, "repeat", judge_config_id, verdict, failure_json'
 _POSITION_COLS = "story_id, set_key, position, sentence_index, revealed_share"
 _STORY_COLS = ("story_id, set_key, corpus, quality_tier, generator_model, pipeline, n_words, "
                "included, same_model_judge")
@@ -80,28 +80,35 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                            extra_metadata={"curve_pngs": len(pngs), "curve_dir": MetadataValue.path(str(out_dir)),
                                            **_same_model_note(df)})
 
-    def _group_asset(name: str, builder, what: str):
-        @asset(name=name, deps=[AssetKey("endings_story_tension")], group_name=GROUP, kinds={"duckdb"},
-               code_version=_CODE, description=what)
-        def _table(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+    def _group_asset(name: str, builder, what: str, extra_deps=(), with_rubric=False, bars=False):
+        @asset(name=name, deps=[AssetKey("endings_story_tension"), *map(AssetKey, extra_deps)], group_name=GROUP,
+               kinds={"duckdb"}, code_version=_PLOT_CODE if bars else _CODE, description=what)
+        def _table(context: AssetExecutionContext, warehouse: WarehouseResource,
+                   settings: SettingsResource) -> MaterializeResult:
             wh = warehouse.get()
-            df = builder(wh.query("SELECT * FROM endings_story_tension"))
-            return write_table(wh, name, df, extra_metadata=_same_model_note(df))
+            st = wh.query("SELECT * FROM endings_story_tension")
+            df = builder(st, wh.query("SELECT * FROM endings_rubric_scores")) if with_rubric else builder(st)
+            plots = plot_corpus_bars(df, settings.get().artifacts / "endings" / "bars") if bars else None
+            return write_table(wh, name, df, plots=plots, extra_metadata=_same_model_note(df))
         return _table
 
+    rubric_dep = ("endings_rubric_scores",) if settings.endings.rubric is not None else ()
     ci = "mean over stories with a 95 % CI x̄ ± 1.96·s/√n (s: sample std, ddof 1; NULL when n = 1)"
     return [
         endings_no_rate,
         endings_story_tension,
         _group_asset("endings_corpus_tension", T.build_corpus_tension,
-                     "Paper Table 6: one row per corpus / generated set and judge configuration: n stories "
-                     f"and mean NR, late NR, retention, convergence, IR30, IR60, IR120, each as a {ci}."),
+                     "Paper Table 6: one row per corpus / generated set and judge configuration (main repeat): "
+                     f"n stories and mean NR, late NR, retention (and its median, Fig. 10), convergence (% change "
+                     f"peak → next-10 minimum, negative when tension drops), IR30, IR60, IR120, each as a {ci}. "
+                     "Metadata: per-set bar plots (Figs. 8–10).", bars=True),
         _group_asset("endings_pipeline_effect", T.build_pipeline_effect,
-                     "Paper Table 2: generated stories per generator model × pipeline (× judge "
-                     f"configuration): the tension metrics, each as a {ci}, and the mean no-rate "
-                     "difference from the same model's vanilla pipeline."),
+                     "Paper Table 2: per generator model × pipeline (× judge configuration): n, rubric score, "
+                     f"the tension metrics, each as a {ci}, and every metric's difference from the same "
+                     "model's vanilla pipeline; plus reference rows (top human corpus, all vanilla stories "
+                     "pooled).", extra_deps=rubric_dep, with_rubric=True),
         _group_asset("endings_length_buckets", T.build_length_buckets,
                      "Paper Table 9 (length invariance): story mean no-rate by word-count bucket "
-                     "(<1k, 1–2k, 2–3k, 3–5k, ≥5k words), human and generated sets separately: n, "
+                     "(<2k, 2–3k, 3–4k, 4–5k words) per corpus / generated set (never pooled): n, "
                      f"mean ({ci}) and median."),
     ]

@@ -12,15 +12,17 @@ from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
 from wse_platform import versions
 from wse_platform.config import Settings
+from wse_platform.ncp.ablation import ablation_auditors, run_auditor_ablation
 from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame, run_episodes, turn_frame)
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
 from wse_platform.ncp.spec import NarrativeSpec
 
 GROUP = "ncp_bench"
 PROMPTS = [f"wse_platform/prompts/ncp/{n}.v1.md" for n in (
-    "player_adversarial", "player_natural", "narrator", "memory_summary", "fact_update", "conflict_check",
-    "conflict_confirm", "node_update", "commitment_status")]
-EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/ledger.py", "wse_platform/ncp/memory.py",
+    "player_adversarial", "player_natural", "narrator_opening", "narrator", "memory_hiagent", "memory_summary",
+    "fact_update", "conflict_check", "conflict_double_check", "node_update", "commitment_status")]
+EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
+                "wse_platform/ncp/render.py", "wse_platform/ncp/ledger.py", "wse_platform/ncp/memory.py",
                 "wse_platform/ncp/schemas.py", *PROMPTS)
 REAUDIT_CODE = (*EPISODE_CODE, "wse_platform/ncp/reaudit.py")
 
@@ -94,7 +96,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         specs=[
             AssetSpec("ncp_reaudit_episodes", deps=["ncp_turns", "ncp_reaudit_config"], group_name=GROUP,
                       kinds={"duckdb", "llm"},
-                      description="Stored episode transcripts of a cell replayed turn by turn by each auditor "
+                      description="Re-audit (a second, cheaper analysis next to the live Table-2 ablation): "
+                                  "stored episode transcripts of a cell replayed turn by turn by each auditor "
                                   "configuration (the in-loop auditor, then `ncp.reaudit_auditors`); one row per "
                                   "episode × auditor. The first confirmed conflict ends a replay; a transcript that "
                                   "runs out is CENSORED there (SURVIVAL if it reached T_max). Narrator and player "
@@ -133,4 +136,46 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                       {"terminations_by_auditor": MetadataValue.json(per_auditor)})
         yield _result("ncp_reaudit_turns", all_turns, all_turns.height, {})
 
-    return [ncp_episodes, ncp_reaudit_episodes]
+    out = [ncp_episodes, ncp_reaudit_episodes]
+    if settings.ncp.ablation is not None:
+        out.append(_ablation_asset())
+    return out
+
+
+def _ablation_asset():
+    @multi_asset(
+        specs=[
+            AssetSpec("ncp_ablation_episodes", deps=["ncp_specs"], group_name=GROUP, kinds={"duckdb", "llm"},
+                      description="Paper Table 2 as run: live episodes of the `ncp.ablation` cell (one narrator, "
+                                  "the adversarial player) played once per auditor configuration in the loop; "
+                                  "same columns as ncp_episodes, one partition per auditor_id."),
+            AssetSpec("ncp_ablation_turns", deps=["ncp_specs"], group_name=GROUP, kinds={"duckdb", "llm"},
+                      description="Per-turn records of the ablation episodes (same layout as ncp_turns)."),
+        ],
+        code_version=code_version(*EPISODE_CODE, "wse_platform/ncp/ablation.py"),
+    )
+    def ncp_ablation_episodes(context, settings: SettingsResource, warehouse: WarehouseResource, llm: LLMResource):
+        s = settings.get()
+        ab = s.ncp.ablation
+        wh = warehouse.get()
+        specs = specs_from_table(wh, ab.n_specs if ab.n_specs is not None else s.ncp.n_specs)
+        auditors = ablation_auditors(s)
+        setup = EpisodeSetup.from_settings(s, ab.narrator, ab.arch, auditor=ab.auditors[0],
+                                           generation_version=versions.ncp_cell_version(s, ab.narrator, ab.arch))
+        with llm.session(context) as client:
+            results = run_auditor_ablation(client, specs, setup, auditors)
+        eps_frames, turn_frames, per_auditor = [], [], {}
+        for auditor_id, res in results.items():
+            eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
+            wh.replace_partition("ncp_ablation_episodes", eps, {"auditor_id": auditor_id})
+            wh.replace_partition("ncp_ablation_turns", turns, {"auditor_id": auditor_id})
+            eps_frames.append(eps)
+            turn_frames.append(turns)
+            per_auditor[auditor_id] = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
+        all_eps = pl.concat(eps_frames) if eps_frames else episode_frame([])
+        all_turns = pl.concat(turn_frames) if turn_frames else turn_frame([])
+        yield _result("ncp_ablation_episodes", all_eps, all_eps.height,
+                      {"terminations_by_auditor": MetadataValue.json(per_auditor)})
+        yield _result("ncp_ablation_turns", all_turns, all_turns.height, {})
+
+    return ncp_ablation_episodes

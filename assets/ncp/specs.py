@@ -3,22 +3,26 @@
 Thin: loading, statistics and extraction live in `wse_platform.ncp.{spec,stats,extraction}`.
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
+from pathlib import Path
+
 import polars as pl
-from dagster import (AssetCheckResult, AssetCheckSeverity, AssetSpec, MaterializeResult, MetadataValue, asset,
-                     asset_check, multi_asset)
+from dagster import (AssetCheckResult, AssetCheckSeverity, AssetSpec, Failure, MaterializeResult, MetadataValue,
+                     asset, asset_check, multi_asset)
 
 from assets.helpers import markdown_preview, write_table
 from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
+from wse_platform import versions
 from wse_platform.config import Settings
 from wse_platform.ncp.extraction import ROLES, compare_extracted, extract_specs, extraction_rows
-from wse_platform.ncp.spec import NCP_DATASET_DIR, NarrativeSpec, load_specs
-from wse_platform.ncp.stats import spec_breakdown, spec_rows, spec_stats, table6_display
+from wse_platform.ncp.spec import DOCUMENT, NCP_DATASET_DIR, NarrativeSpec, load_specs
+from wse_platform.ncp.plots import plot_count_histograms, plot_genre_distribution
+from wse_platform.ncp.stats import QUANTITIES, spec_breakdown, spec_rows, spec_stats, table6_display
 
 GROUP = "ncp_bench"
 SPEC_CODE = ("wse_platform/ncp/spec.py",)
-STATS_CODE = (*SPEC_CODE, "wse_platform/ncp/stats.py")
+STATS_CODE = (*SPEC_CODE, "wse_platform/ncp/stats.py", "wse_platform/ncp/plots.py")
 EXTRACTION_CODE = (*SPEC_CODE, "wse_platform/ncp/extraction.py",
                    *(f"wse_platform/prompts/ncp/{role.split('.', 1)[1]}.v1.md" for role in ROLES.values()))
 
@@ -46,24 +50,52 @@ def _problems_markdown(problems) -> str:
     return "\n".join(f"- `{p.line()}`" for p in problems)
 
 
+def _spec_of(problem) -> str | None:
+    """The spec id a problem belongs to (None: the index itself, or an unknown excluded id)."""
+    if problem.field == "exclude":
+        return None
+    if Path(problem.file).name == "index.yaml":
+        return None if problem.record_id == DOCUMENT else problem.record_id
+    return Path(problem.file).stem
+
+
+def _spec_failure(problems, excluded) -> Failure:
+    """A bad input spec fails the asset (never silently dropped: `n_specs` would then pick other specs)."""
+    unknown = {p.record_id for p in problems if p.field == "exclude"}
+    ids = {s for s in map(_spec_of, problems) if s is not None}
+    lines = "\n".join(f"  {p.line()}" for p in problems)
+    return Failure(
+        description=f"{len(problems)} problem(s) in the NCP-Bench specs:\n{lines}\nFix the file(s), or leave the "
+                    "spec(s) out explicitly in the config: ncp.exclude_specs: "
+                    f"{sorted((set(excluded) - unknown) | ids)}",
+        metadata={"problems": MetadataValue.md(_problems_markdown(problems))})
+
+
 def build(settings: Settings, parts: BenchmarkPartitions) -> list:
+    excluded = list(settings.ncp.exclude_specs)
+
     @asset(
         name="ncp_specs",
         group_name=GROUP,
         kinds={"duckdb"},
-        code_version=code_version(*STATS_CODE),
+        # an explicit exclusion changes the table, so it is part of the version
+        code_version=code_version(*STATS_CODE) + (f"-x{versions.fingerprint(sorted(excluded))}" if excluded else ""),
         description="One row per released NCP-Bench narrative spec (data/ncp_bench, MIT) that validates: "
                     "evaluation order from index.yaml, title (display form without '——'), genres, player "
                     "role, counts of facts / commitments / nodes / commitment types, derived commitment → "
-                    "node links and the full spec as JSON. Specs with problems are left out and listed by "
-                    "the `ncp_specs_valid` check.",
+                    "node links and the full spec as JSON. A spec file that fails validation fails this asset "
+                    "(file, record, field, message) unless listed in `ncp.exclude_specs`; the "
+                    "`ncp_specs_valid` check lists every problem of the released files.",
     )
-    def ncp_specs(warehouse: WarehouseResource):
-        specs, problems = load_specs(NCP_DATASET_DIR)
+    def ncp_specs(context, warehouse: WarehouseResource):
+        specs, problems = load_specs(NCP_DATASET_DIR, exclude=excluded)
+        if problems:
+            raise _spec_failure(problems, excluded)
+        if excluded:
+            context.log.warning(f"ncp.exclude_specs: left out {excluded} (ncp.n_specs counts the remaining specs)")
         return write_table(warehouse.get(), "ncp_specs", spec_rows(specs), extra_metadata={
             "n_specs": len(specs),
-            "n_problems": len(problems),
-            "problems": MetadataValue.md(_problems_markdown(problems)),
+            "excluded": MetadataValue.json(excluded),
         })
 
     @asset_check(asset=ncp_specs, name="ncp_specs_valid",
@@ -89,20 +121,28 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             AssetSpec("ncp_spec_stats", deps=["ncp_specs"], group_name=GROUP, kinds={"duckdb"},
                       description="Paper Table 6: one row per quantity (facts / commitments / trajectory_nodes) "
                                   "with total, mean, sample std (ddof 1, which reproduces the printed digits), "
-                                  "min and max over the loaded specs."),
+                                  "min and max over the loaded specs; plot: Figure 6 (per-spec count histograms)."),
             AssetSpec("ncp_spec_breakdown", deps=["ncp_specs"], group_name=GROUP, kinds={"duckdb"},
                       description="Commitment types by count (share of commitments) and the primary-genre and "
-                                  "any-genre distributions (share of specs); one row per dimension × category."),
+                                  "any-genre distributions (share of specs); one row per dimension × category; plot: "
+                                  "Figure 3 (primary-genre distribution)."),
         ],
         code_version=code_version(*STATS_CODE),
     )
-    def ncp_spec_stats(warehouse: WarehouseResource):
+    def ncp_spec_stats(warehouse: WarehouseResource, settings: SettingsResource):
         wh = warehouse.get()
         specs = _specs_from_table(wh)
         stats = spec_stats(specs)
-        yield _keyed("ncp_spec_stats", write_table(wh, "ncp_spec_stats", stats, extra_metadata={
+        figs = settings.get().artifacts / "ncp"
+        fig6 = plot_count_histograms({q: [len(getattr(s, attr)) for s in specs] for q, attr in QUANTITIES.items()},
+                                     figs / "spec_count_histograms.png")
+        yield _keyed("ncp_spec_stats", write_table(wh, "ncp_spec_stats", stats, plots={"figure6": fig6},
+                                                   extra_metadata={
             "table6": MetadataValue.md(markdown_preview(table6_display(stats)))}))
-        yield _keyed("ncp_spec_breakdown", write_table(wh, "ncp_spec_breakdown", spec_breakdown(specs)))
+        breakdown = spec_breakdown(specs)
+        fig3 = plot_genre_distribution(breakdown, figs / "genre_distribution.png")
+        yield _keyed("ncp_spec_breakdown", write_table(wh, "ncp_spec_breakdown", breakdown,
+                                                       plots={"figure3": fig3}))
 
     out = [ncp_specs, ncp_specs_valid, ncp_spec_stats]
 

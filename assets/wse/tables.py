@@ -3,7 +3,11 @@ from every stored cell, with the current judge configurations. Builders: `wse_pl
 figures: `wse_platform.wse.plots` (written under `<artifacts>/wse/` and attached as metadata).
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
+from pathlib import Path
+
 from dagster import AssetExecutionContext, AssetKey, MaterializeResult, asset
+
+import polars as pl
 
 from assets.helpers import write_table
 from assets.partitions import BenchmarkPartitions
@@ -11,14 +15,18 @@ from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
 from wse_platform.wse import tables as T
-from wse_platform.wse.plots import heatmap_png, km_curves_png, pareto_png
+from wse_platform.wse.plots import cost_coverage_png, heatmap_png, km_curves_png, pareto_png, precursor_png
 
 GROUP = "wse_bench"
-METRIC_CODE = ("wse_platform/wse/tables.py", "wse_platform/metrics/wse.py", "wse_platform/stats/km.py",
+TABLE_CODE = tuple(f"wse_platform/wse/tables/{m}.py" for m in (
+    "__init__", "frame", "schema", "cells", "contrasts", "scaling", "families", "horizon", "violations", "failures",
+    "agreement", "precursors", "robustness", "validation"))
+METRIC_CODE = (*TABLE_CODE, "wse_platform/metrics/wse.py", "wse_platform/stats/km.py",
                "wse_platform/wse/architecture.py")
 BOOTSTRAP_CODE = (*METRIC_CODE, "wse_platform/stats/bootstrap.py")
 FRAME_DEPS = [AssetKey("wse_trajectories"), AssetKey("wse_trajectory_consistency"),
               AssetKey("wse_richness_verdicts")]
+EXAMPLE_LABELS = Path(T.__file__).resolve().parents[1] / "human_labels_example"
 
 
 def _frame(wh, params: T.TableParams):
@@ -87,66 +95,188 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                    settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()
         cells = wh.query("SELECT * FROM wse_cell_metrics")
-        df = T.pareto_table(cells)
+        df = T.pareto_table(cells, T.TableParams.from_settings(s))
         plots = {f"pareto_{a}": _save(s, f"wse_pareto_{a}", pareto_png(cells, a)) for a in ("C_adj", "C_obs")}
         return write_table(wh, "wse_pareto", df, plots=plots)
 
     @asset(name="wse_scaling_fit", **_kw(
         "OLS fits Y = α + β·log2(P) (P = params_b from the config) of G, C_obs and R (model means over "
         "architectures) within each model family with at least 3 models, plus one leave-one-out refit per "
-        "model. Empty (with a note) when no family has 3 models.", [AssetKey("wse_cell_metrics")],
+        "model, and metric C_obs_pooled: Consistency from one Kaplan–Meier per model over all its "
+        "trajectories (the paper's Table 4), next to the mean-of-cells C_obs. Empty (with a note) when no "
+        "family has 3 models.", [AssetKey("wse_cell_metrics"), *FRAME_DEPS],
         (*METRIC_CODE, "wse_platform/stats/scaling.py")))
     def wse_scaling_fit(context: AssetExecutionContext, warehouse: WarehouseResource,
                         settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
-        df, note = T.scaling_fit(wh.query("SELECT * FROM wse_cell_metrics"),
-                                 T.TableParams.from_settings(settings.get()))
+        params = T.TableParams.from_settings(settings.get())
+        frame, info = _frame(wh, params)
+        df, note = T.scaling_fit(wh.query("SELECT * FROM wse_cell_metrics"), params,
+                                 T.model_pooled_consistency(frame, info))
         return write_table(wh, "wse_scaling_fit", df, extra_metadata={"note": note or "fitted"})
 
     @asset(name="wse_source_family", **_kw(
         "Paper Table 7 by source family (DraCor, ITP, Smallville): C_obs and C_adj (cell averages, models "
         "weighted equally) with bootstrap intervals (worlds resampled within family, then seeds), the "
         "DraCor − ITP and DraCor − Smallville contrasts, leave-one-play-out rows, observed steps, "
-        "day-advance %, full-horizon % and the median first-contradiction step.", FRAME_DEPS, BOOTSTRAP_CODE))
+        "day-advance %, full-horizon % and the median first-contradiction step; and as the paper computes "
+        "Table 7 / Fig. 5: row_kind=model_family (one Kaplan–Meier per model pooled over its architectures, "
+        "with CIs) and family_pooled (their equal-model mean), with the mean first-contradiction step and the "
+        "relative day at the contradiction.", [*FRAME_DEPS, AssetKey("wse_trajectory_steps")], BOOTSTRAP_CODE))
     def wse_source_family(context: AssetExecutionContext, warehouse: WarehouseResource,
                           settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
         params = T.TableParams.from_settings(settings.get())
         frame, info = _frame(wh, params)
-        return write_table(wh, "wse_source_family", T.source_family_table(frame, info, params))
+        steps = wh.query("SELECT model, arch, seed_id, step, new_day FROM wse_trajectory_steps")
+        return write_table(wh, "wse_source_family", T.source_family_table(frame, info, params, steps))
 
     @asset(name="wse_horizon_sensitivity", **_kw(
         "G_h, C_obs(h) and C_adj(h) recomputed from the same trajectories truncated at h = 5, 10, 15, 20 "
         "(up to the horizon, plus the horizon itself), overall and per model, with the share of first "
-        "contradictions (by step H) that appeared by step 10.", FRAME_DEPS, METRIC_CODE))
+        "contradictions (by step H) that appeared by step 10; scope all, group (model group = panel) and "
+        "model.", FRAME_DEPS, METRIC_CODE))
     def wse_horizon_sensitivity(context: AssetExecutionContext, warehouse: WarehouseResource,
                                 settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
-        frame, info = _frame(wh, T.TableParams.from_settings(settings.get()))
-        return write_table(wh, "wse_horizon_sensitivity", T.horizon_sensitivity(frame, info))
+        params = T.TableParams.from_settings(settings.get())
+        frame, info = _frame(wh, params)
+        return write_table(wh, "wse_horizon_sensitivity", T.horizon_sensitivity(frame, info, params))
 
     @asset(name="wse_first_violations", **_kw(
         "At each trajectory's first contradiction: table_kind=category — the violation category agreed by "
         "≥ 2 judges (paper Table 5) — and table_kind=commitment_source — where the contradicted fact was "
         "established: initial_world / opening / earlier_narrative / current_narrative / unresolved (Table "
-        "6); n, %, median step, overall and per model.",
+        "6) and table_kind=category_x_source (the Table 6 cross-tab); n, %, median step, overall, per model "
+        "group (the paper's panels) and per model.",
         [*FRAME_DEPS, AssetKey("wse_consistency_steps")], METRIC_CODE))
     def wse_first_violations(context: AssetExecutionContext, warehouse: WarehouseResource,
                              settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
-        frame, info = _frame(wh, T.TableParams.from_settings(settings.get()))
-        df = T.first_violations(frame, wh.query("SELECT * FROM wse_consistency_steps"), info)
+        params = T.TableParams.from_settings(settings.get())
+        frame, info = _frame(wh, params)
+        df = T.first_violations(frame, wh.query("SELECT * FROM wse_consistency_steps"), info, params)
         return write_table(wh, "wse_first_violations", df)
 
     @asset(name="wse_generation_failures", **_kw(
         "Paper Table 3: per component (centralized_ca in B2, distributed_ca in B3, world_model with WMOD, "
         "world_memory_agent with WMEM, story_agent always, and any), failures over the trajectories where "
         "the component is enabled, median failure step, and the narrative steps lost after World Memory "
-        "Agent failures; overall and per model.", [AssetKey("wse_trajectories")], METRIC_CODE))
-    def wse_generation_failures(context: AssetExecutionContext, warehouse: WarehouseResource) -> MaterializeResult:
+        "Agent failures; overall, per model group (the paper's panels) and per model.",
+        [AssetKey("wse_trajectories")], METRIC_CODE))
+    def wse_generation_failures(context: AssetExecutionContext, warehouse: WarehouseResource,
+                                settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
         return write_table(wh, "wse_generation_failures",
-                           T.generation_failures(wh.query("SELECT * FROM wse_trajectories")))
+                           T.generation_failures(wh.query("SELECT * FROM wse_trajectories"),
+                                                 T.TableParams.from_settings(settings.get())))
 
     return [wse_cell_metrics, wse_architecture_contrasts, wse_pareto, wse_scaling_fit, wse_source_family,
-            wse_horizon_sensitivity, wse_first_violations, wse_generation_failures]
+            wse_horizon_sensitivity, wse_first_violations, wse_generation_failures, *build_more()]
+
+
+VOTE_DEPS = [AssetKey("wse_consistency_verdicts")]
+
+
+def _labels(settings: Settings):
+    """Human label CSVs: `wse.human_labels` if set, else the shipped example (so the demo runs)."""
+    folder = settings.resolve_path(settings.wse.human_labels) if settings.wse.human_labels else EXAMPLE_LABELS
+    return folder, T.read_labels(folder)
+
+
+def build_more() -> list:
+    """The failure-kind, agreement, precursor, robustness and validation tables."""
+
+    @asset(name="wse_failure_kinds", **_kw(
+        "Failures per role and error kind (invalid_json, schema_violation, truncated = cut by the token "
+        "budget, backend_error ...). source=outputs: outputs recorded as failures after all retries "
+        "(generation steps and judge votes), overall / per model group / per model; source=attempts: invalid "
+        "attempts in llm_calls with n_length_cut (finish reason length).",
+        [AssetKey("wse_trajectory_steps"), *VOTE_DEPS, AssetKey("wse_richness_verdicts")], METRIC_CODE))
+    def wse_failure_kinds(context: AssetExecutionContext, warehouse: WarehouseResource,
+                          settings: SettingsResource) -> MaterializeResult:
+        wh = warehouse.get()
+        df = T.failure_kinds(
+            wh.query("SELECT model, arch, seed_id, step, failure_component, failure_json FROM wse_trajectory_steps "
+                     "WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT model, failure_json FROM wse_consistency_verdicts WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT model, failure_json FROM wse_richness_verdicts WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%' AND NOT coalesce(valid, FALSE)"),
+            T.TableParams.from_settings(settings.get()))
+        cut = df.filter((pl.col("error_kind") == "truncated") & (pl.col("scope") == "all")
+                        & (pl.col("source") == "outputs"))
+        return write_table(wh, "wse_failure_kinds", df, extra_metadata={
+            "truncated_outputs": int(cut["n"].sum()) if cut.height else 0})
+
+    @asset(name="wse_judge_agreement", **_kw(
+        "Inter-judge agreement of each consistency panel on steps where every member voted validly: "
+        "kind=panel (Fleiss' κ, % unanimous steps, vote shares) and kind=pairwise (% agreement, Cohen's κ); "
+        "overall and per model group.", VOTE_DEPS, METRIC_CODE))
+    def wse_judge_agreement(context: AssetExecutionContext, warehouse: WarehouseResource,
+                            settings: SettingsResource) -> MaterializeResult:
+        wh = warehouse.get()
+        df = T.judge_agreement(wh.query("SELECT * FROM wse_consistency_verdicts"),
+                               T.TableParams.from_settings(settings.get()))
+        return write_table(wh, "wse_judge_agreement", df)
+
+    @asset(name="wse_precursor_audit", **_kw(
+        "Paper Table 3, lower half: for each trajectory's first agreed contradiction, the conflicting claims "
+        "are matched lexically against the player intent, Character Agent intents, World Model beats and "
+        "memory views of that step and earlier; row_kind=trajectory (origin, first step, persisted) and "
+        "summary (origin shares; overall, per model group, per model). Possible precursors, not causes. "
+        "Plot: origin shares.", [*FRAME_DEPS, *VOTE_DEPS, AssetKey("wse_trajectory_steps")],
+        (*METRIC_CODE, "wse_platform/wse/plots.py")))
+    def wse_precursor_audit(context: AssetExecutionContext, warehouse: WarehouseResource,
+                            settings: SettingsResource) -> MaterializeResult:
+        wh, s = warehouse.get(), settings.get()
+        params = T.TableParams.from_settings(s)
+        frame, info = _frame(wh, params)
+        df = T.precursor_audit(
+            frame, wh.query("SELECT * FROM wse_consistency_verdicts WHERE verdict = 'inconsistent'"),
+            wh.query("SELECT model, arch, seed_id, step, player_option, intents_json, plan_json, memory_state_json "
+                     "FROM wse_trajectory_steps"), info, params)
+        plots = {"precursor_origins": _save(s, "wse_precursor_origins", precursor_png(df))} if df.height else {}
+        return write_table(wh, "wse_precursor_audit", df, plots=plots)
+
+    @asset(name="wse_full_horizon_contrasts", **_kw(
+        "Appendix C.3 / Fig. 10: architecture contrasts over seed-paired trajectories that both reach the "
+        "horizon with valid scores (ΔC = difference of the % of steps before the first contradiction, ΔR); "
+        "averaged within each model, then over the models of each group.", FRAME_DEPS, METRIC_CODE))
+    def wse_full_horizon_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
+                                   settings: SettingsResource) -> MaterializeResult:
+        wh = warehouse.get()
+        params = T.TableParams.from_settings(settings.get())
+        frame, info = _frame(wh, params)
+        return write_table(wh, "wse_full_horizon_contrasts", T.full_horizon_contrasts(frame, info, params))
+
+    @asset(name="wse_cost_contrasts", **_kw(
+        "Fig. 11: generation cost next to coverage from llm_calls (judge calls excluded): row_kind=cell "
+        "(tokens and cost per trajectory and per observed step, G) and row_kind=contrast (the architecture "
+        "contrasts of tokens, cost and G; per model and per model group). Plot: tokens against G.",
+        [AssetKey("wse_cell_metrics")], (*METRIC_CODE, "wse_platform/wse/plots.py")))
+    def wse_cost_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
+                           settings: SettingsResource) -> MaterializeResult:
+        wh, s = warehouse.get(), settings.get()
+        df = T.cost_contrasts(wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%'"),
+                              wh.query("SELECT * FROM wse_cell_metrics"), T.TableParams.from_settings(s))
+        plots = {"cost_coverage": _save(s, "wse_cost_coverage", cost_coverage_png(df))} if df.height else {}
+        return write_table(wh, "wse_cost_contrasts", df, plots=plots)
+
+    @asset(name="wse_human_validation", **_kw(
+        "Appendix B.5: agreement of the judge panels with human labels (CSV files in wse.human_labels; the "
+        "shipped example when unset): consistency accuracy (design-weighted) and balanced accuracy against "
+        "the panel's valid majority; richness MAE and Pearson r of R against the panel median, and per "
+        "breadth rating the quadratic-weighted κ and % within one point.",
+        [*FRAME_DEPS, AssetKey("wse_consistency_steps")], METRIC_CODE))
+    def wse_human_validation(context: AssetExecutionContext, warehouse: WarehouseResource,
+                             settings: SettingsResource) -> MaterializeResult:
+        wh, s = warehouse.get(), settings.get()
+        params = T.TableParams.from_settings(s)
+        frame, info = _frame(wh, params)
+        folder, (cons, rich) = _labels(s)
+        df = T.human_validation(cons, rich, wh.query("SELECT * FROM wse_consistency_steps"), frame,
+                                wh.query("SELECT * FROM wse_richness_verdicts"), info)
+        return write_table(wh, "wse_human_validation", df, extra_metadata={"labels": str(folder)})
+
+    return [wse_failure_kinds, wse_judge_agreement, wse_precursor_audit, wse_full_horizon_contrasts,
+            wse_cost_contrasts, wse_human_validation]

@@ -14,7 +14,8 @@ META = {"title": "T", "author": "A", "source": "S", "license": "L"}
 
 
 def _words(n: int) -> str:
-    return " ".join(f"w{i}" for i in range(n))
+    """n whitespace words of prose: sentences of 10 words ("W0 w1 ... w9. W10 ...")."""
+    return " ".join(("W" if i % 10 == 0 else "w") + str(i) + ("." if i % 10 == 9 else "") for i in range(n))
 
 
 def _corpus(tmp_path: Path, files: dict[str, bytes], entries: dict[str, dict]) -> Path:
@@ -85,13 +86,19 @@ def test_config_name_and_tier_override_metadata(tmp_path):
     assert load.stories[0].story_id == "human:renamed/a" and load.stories[0].quality_tier == "pro"
 
 
-def test_cap_keeps_the_shortest_included_stories(tmp_path):
-    folder = _corpus(tmp_path, {"a.txt": _words(900).encode(), "b.txt": _words(600).encode(),
-                                "c.txt": _words(700).encode()}, {n: META for n in ("a.txt", "b.txt", "c.txt")})
-    load = load_corpus(folder, max_stories=2)
-    assert {s.file for s in load.included} == {"b.txt", "c.txt"}
-    a = next(s for s in load.stories if s.file == "a.txt")
-    assert "max_human_stories=2" in a.exclusion_reason
+def test_cap_is_a_seeded_random_sample_not_the_shortest(tmp_path):
+    names = [f"s{i:02d}.txt" for i in range(12)]
+    folder = _corpus(tmp_path, {n: _words(600 + 50 * i).encode() for i, n in enumerate(names)},
+                     {n: META for n in names})
+    picks = {seed: frozenset(s.file for s in load_corpus(folder, max_stories=3, seed=seed).included)
+             for seed in range(8)}
+    assert all(len(p) == 3 for p in picks.values())
+    assert picks[0] == frozenset(s.file for s in load_corpus(folder, max_stories=3, seed=0).included)  # fixed seed
+    assert len(set(picks.values())) > 1                         # the seed matters
+    assert any(p != {"s00.txt", "s01.txt", "s02.txt"} for p in picks.values())   # never "the shortest n"
+    load = load_corpus(folder, max_stories=3, seed=0)
+    out = [s for s in load.stories if not s.included]
+    assert len(out) == 9 and all(s.exclusion_reason == "not in the random sample of 3 (seed 0)" for s in out)
 
 
 def test_missing_metadata_file_or_folder_is_a_clear_error(tmp_path):

@@ -114,8 +114,10 @@ def test_generated_vanilla_story(config):
     r = row[0]
     assert r["idea_id"] == "lighthouse_ledger" and r["pipeline"] == "vanilla"
     if r["included"]:
-        assert len(r["text"]) >= 200
-    else:  # a recorded failure, never a silent default
+        assert len(r["text"]) >= 200 and r["n_words"] >= 100
+    elif r["text"] is None:  # a recorded failure, never a silent default
         assert json.loads(r["failure_json"])["step"] == "write"
+    else:                    # written, but outside the word range or not prose: kept with the reason
+        assert r["exclusion_reason"].startswith(("too short", "too long", "not prose"))
     steps = json.loads(r["steps_json"])
     assert steps and all(s["step"] == "write" for s in steps)

@@ -29,12 +29,12 @@ def _client(settings, f_script, j_script=None):
     return LLMClient(settings, backends={"f": fb, "j": jb}, progress=False), fb, jb
 
 
-def test_split_story_keeps_original_formatting():
+def test_split_story_joins_sentences_with_one_space():
     story = SplitStory.of("s", TEXT)
     assert len(story.spans) == 12
-    assert story.so_far(4) == TEXT[: TEXT.index(SENTENCES[3]) + len(SENTENCES[3])]
-    assert "\n\n" in story.so_far(4)
-    assert story.after(4).startswith(SENTENCES[4]) and story.after(12) == ""
+    assert story.so_far(4) == " ".join(SENTENCES[:4])        # the paper's string: no paragraph breaks
+    assert "\n" not in story.so_far(4)
+    assert story.after(4) == " ".join(SENTENCES[4:]) and story.after(12) == ""
     with pytest.raises(ValueError, match="outside 1..12"):
         story.so_far(13)
 
@@ -53,11 +53,15 @@ def test_forecast_is_one_request_with_n_k_per_position(tmp_path):
     s = fb.calls[0].sampling
     assert (s.temperature, s.top_p, s.max_tokens) == (1.2, 0.95, 150)
     for call, pos in zip(fb.calls, positions):
-        user = call.messages[-1]["content"]
+        system, user = call.messages[0], call.messages[-1]["content"]
+        assert system["role"] == "system" and "story text only" in system["content"]
+        assert len(call.messages) == 2
         i = pos["sentence_index"]
-        assert story.so_far(i) in user                       # the whole story so far ...
-        assert SENTENCES[i] not in user                     # ... and nothing after its last sentence
-        assert user.index(SENTENCES[i - 1]) < user.index("How does this story end?")
+        head, so_far = user.split("STORY SO FAR:\n", 1)
+        assert so_far == " ".join(SENTENCES[:i])             # the whole story so far, joined by one space
+        assert "2 or 3 sentences" in head and "commentary, explanation or preamble" in head
+        # the revealed share is counted on that same string
+        assert pos["n_tokens_revealed"] == whitespace_token_count(so_far)
     assert len(rows) == 12
     assert [r["prediction"] for r in rows[:3]] == ["End A.", "End B.", "End C."]
     assert {r["sample_index"] for r in rows} == {0, 1, 2} and all(r["llm_call_id"] for r in rows)
@@ -71,29 +75,49 @@ def test_failed_forecast_gives_k_failed_rows_and_no_judging(tmp_path):
     client, fb, jb = _client(settings, {"endings.forecast": RuntimeError("provider down")})
     preds = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
     assert len(preds) == 3 and all(p["prediction"] is None for p in preds)
-    assert json.loads(preds[0]["failure_json"])["error_kind"] == "backend_error"
+    assert json.loads(preds[0]["failure_json"])["error_kind"] == "transport"
     verdicts = run_judging(client, [story], positions, preds, settings)
     assert jb.n_calls == 0
     assert [v["verdict"] for v in verdicts] == [None] * 3
     assert json.loads(verdicts[0]["failure_json"])["error_kind"] == "prediction_failed"
 
 
-def test_judge_prompt_is_anchored_and_continuation_truncated(tmp_path):
+def test_judge_prompt_is_anchored_in_both_blocks_and_continuation_truncated(tmp_path):
     long_tail = " ".join(f"Then Mara counted wave number {i} and said nothing at all." for i in range(300))
-    text = SENTENCES[0] + " " + SENTENCES[1] + " " + long_tail  # continuation after sentence 2: 300 × 11 = 3,300 words
+    text = SENTENCES[0] + " " + SENTENCES[1] + " " + long_tail  # continuation after sentence 2: 3,300 words
     story = SplitStory.of("s", text)
     req = judge_request(story, 2, 0, 0, "Mara finds the boat.", "j", _settings(tmp_path).endings.judge_sampling)
-    user = req.messages[-1]["content"]
-    anchor = f'"{SENTENCES[1]}"'
-    assert user.count(SENTENCES[1]) == 1 and user.index(anchor) < user.index("What really happens")
-    cont = user.split("What really happens after that sentence:\n", 1)[1].split("\n\nA reader's", 1)[0]
-    assert cont.startswith("Then Mara counted wave number 0 ")   # starts right after the anchor sentence
-    assert len(cont.split()) == 2000                             # truncated to 2,000 words
-    # 2,000 = 181 × 11 + 9: the 9th word ("nothing") of the tail's sentence number 181
-    assert cont.endswith("wave number 181 and said nothing")
-    assert "written right after the same sentence:\nMara finds the boat." in user
-    assert req.choices == ["Y", "N"] and req.n == 1
+    system, user = req.messages[0]["content"], req.messages[-1]["content"]
+    # the leniency rule of the system prompt
+    assert "small details" in system and "order of events" in system and "core outcome" in system
+    assert "fundamentally different" in system
+    cont = user.split("[CONTINUATION STARTS]\n", 1)[1].split("\n[CONTINUATION ENDS]", 1)[0]
+    pred = user.split("[PREDICTION STARTS]\n", 1)[1].split("\n[PREDICTION ENDS]", 1)[0]
+    anchor = SENTENCES[1]
+    assert user.count(anchor) == 2                                  # the anchor opens both blocks
+    assert pred == f"{anchor} Mara finds the boat."
+    assert cont.startswith(f"{anchor} Then Mara counted wave number 0 ")
+    body = cont[len(anchor) + 1:]
+    assert len(body.split()) == 2000                                # truncated to 2,000 words
+    assert body.endswith("wave number 181 and said nothing")
+    assert user.rstrip().endswith("Verdict:") and "single letter, Y or N" in user   # one-letter cue
+    assert req.choices is None and req.n == 1                       # free decoding by default
     assert (req.sampling.temperature, req.sampling.max_tokens) == (0.0, 10)
+    constrained = judge_request(story, 2, 0, 0, "x", "j", _settings(tmp_path).endings.judge_sampling,
+                                constrained=True)
+    assert constrained.choices == ["Y", "N"]
+
+
+def test_constrained_choice_is_opt_in_and_recorded_in_the_judge_id(tmp_path):
+    assert judge_config_id(_settings(tmp_path)) == "endings.judge:j:v1:x1"
+    s = _settings(tmp_path, judge_constrained_choice=True)
+    assert judge_config_id(s) == "endings.judge:j:v1:x1:choice"
+    story = SplitStory.of("s1", TEXT)
+    positions = compute_positions([story], "human:x", whitespace_token_count, 10, "f", "ws")
+    client, _, jb = _client(s, {"endings.forecast": ["End A."]})
+    preds = run_forecasts(client, [story], positions, "human:x", "f", 1, s.endings.forecast_sampling)
+    run_judging(client, [story], positions, preds, s)
+    assert jb.calls[0].choices == ["Y", "N"]
 
 
 def test_truncate_words_keeps_spacing():
@@ -119,15 +143,17 @@ def test_judging_end_to_end_with_scripted_answers(tmp_path):
         if "End A." in user:
             return "Y"
         if "End B." in user:
-            return "Yes! clearly"   # outside the closed choice: the rule still reads Y
+            return "  yes, clearly"   # free decoding: the first-character rule reads Y
+        if "End C." in user:
+            return "Probably"         # anything not starting with Y is N
         return RuntimeError("judge offline")
-    client, _, jb = _client(settings, {"endings.forecast": ["End A.", "End B.", "End C."]}, judge)
-    preds = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
+    client, _, jb = _client(settings, {"endings.forecast": ["End A.", "End B.", "End C.", "End D."]}, judge)
+    preds = run_forecasts(client, [story], positions, "human:x", "f", 4, settings.endings.forecast_sampling)
     verdicts = run_judging(client, [story], positions, preds, settings)
-    assert [v["verdict"] for v in verdicts] == ["Y", "Y", None]
-    assert [v["choice_fallback"] for v in verdicts] == [False, True, False]
-    assert verdicts[1]["verdict_raw"] == "Yes! clearly"
-    assert json.loads(verdicts[2]["failure_json"])["error_kind"] == "backend_error"
+    assert [v["verdict"] for v in verdicts] == ["Y", "Y", "N", None]
+    assert [v["choice_fallback"] for v in verdicts] == [False] * 4
+    assert verdicts[1]["verdict_raw"] == "  yes, clearly"
+    assert json.loads(verdicts[3]["failure_json"])["error_kind"] == "transport"
     assert {v["judge_config_id"] for v in verdicts} == {"endings.judge:j:v1:x1"}
     assert all(v["same_model_judge"] is False for v in verdicts)
 

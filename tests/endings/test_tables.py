@@ -95,7 +95,7 @@ def test_story_tension_rows(built):
     assert s1["mean_no_rate"] == pytest.approx(0.5)
     assert s1["late_no_rate"] == pytest.approx(0.25)
     assert s1["retention"] == pytest.approx(0.25 / 0.75)
-    assert s1["convergence"] == pytest.approx(100 * 0.5 / 0.75)
+    assert s1["convergence"] == pytest.approx(-100 * 0.5 / 0.75)  # paper sign: a drop is negative
     assert (s1["n_positions"], s1["n_peaks"], s1["set_kind"], s1["corpus"], s1["n_words"]) == (3, 1, "human", "pd", 800)
     s2 = _one(st, story_id="s2")
     assert (s2["n_positions"], s2["n_positions_failed"]) == (2, 1)
@@ -124,30 +124,52 @@ def test_corpus_tension_table6(built):
 
 def test_pipeline_effect_table2(built):
     p = built["pipeline"]
-    assert sorted(p["pipeline"].to_list()) == ["beats", "vanilla"]    # human sets not included
-    v = _one(p, pipeline="vanilla")
-    b = _one(p, pipeline="beats")
+    rows = p.filter(pl.col("row_kind") == "pipeline")
+    assert sorted(rows["pipeline"].to_list()) == ["beats", "vanilla"]    # one row per model × pipeline
+    v = _one(p, row_kind="pipeline", pipeline="vanilla")
+    b = _one(p, row_kind="pipeline", pipeline="beats")
     assert v["mean_no_rate"] == pytest.approx(0.875)
     assert b["mean_no_rate"] == pytest.approx(0.25)
     assert b["delta_mean_no_rate_vs_vanilla"] == pytest.approx(0.25 - 0.875)
     assert v["delta_mean_no_rate_vs_vanilla"] == pytest.approx(0.0)
+    # every metric has its own delta against vanilla
+    assert b["delta_ir60_vs_vanilla"] == pytest.approx(b["ir60"] - v["ir60"])
+    assert b["delta_late_no_rate_vs_vanilla"] is None         # no position ≥ 80 % in either
+    assert b["rubric_overall"] is None and b["rubric_n"] == 0  # no rubric scores given
+    # reference rows in the same table: the top human corpus and the pooled vanilla stories
+    refs = {r["label"]: r for r in p.filter(pl.col("row_kind") == "reference").iter_rows(named=True)}
+    assert set(refs) == {"top human corpus: pd", "all generators, vanilla (pooled)"}
+    assert refs["top human corpus: pd"]["mean_no_rate"] == pytest.approx(0.5625)
+    assert refs["all generators, vanilla (pooled)"]["n"] == 1
+    assert refs["top human corpus: pd"]["delta_mean_no_rate_vs_vanilla"] is None
+
+
+def test_pipeline_effect_carries_the_rubric_score(built):
+    rubric = pl.DataFrame([{"story_id": "g1", "set_key": "gen:m:vanilla", "overall": 80.0},
+                           {"story_id": "g2", "set_key": "gen:m:beats", "overall": 70.0}])
+    p = T.build_pipeline_effect(built["story"], rubric)
+    b = _one(p, row_kind="pipeline", pipeline="beats")
+    assert (b["rubric_overall"], b["rubric_n"]) == (70.0, 1)
+    assert b["delta_rubric_overall_vs_vanilla"] == pytest.approx(-10.0)
 
 
 def test_length_buckets_table9(built):
     lb = built["length"]
-    rows = {(r["set_kind"], r["bucket"]): r for r in lb.iter_rows(named=True)}
-    assert set(rows) == {("human", "<1k"), ("human", "2-3k"), ("gen", "1-2k")}
-    g = rows[("gen", "1-2k")]
-    assert g["n"] == 2
-    assert g["mean_no_rate"] == pytest.approx((0.875 + 0.25) / 2)
-    assert g["median_no_rate"] == pytest.approx((0.875 + 0.25) / 2)
-    assert (g["min_words"], g["max_words"], g["bucket_order"]) == (1000, 2000, 1)
-    assert rows[("human", "<1k")]["mean_no_rate"] == pytest.approx(0.5)
+    rows = {(r["set_key"], r["bucket"]): r for r in lb.iter_rows(named=True)}
+    # per corpus / generated set, never pooled: the paper's <2k, 2-3k, 3-4k, 4-5k buckets
+    assert set(rows) == {("human:pd", "<2k"), ("human:pd", "2-3k"), ("gen:m:vanilla", "<2k"),
+                         ("gen:m:beats", "<2k")}
+    g = rows[("gen:m:vanilla", "<2k")]
+    assert (g["n"], g["corpus"], g["set_kind"]) == (1, None, "gen")
+    assert g["mean_no_rate"] == pytest.approx(0.875) and g["median_no_rate"] == pytest.approx(0.875)
+    assert (g["min_words"], g["max_words"], g["bucket_order"]) == (0, 2000, 0)
+    assert rows[("human:pd", "<2k")]["mean_no_rate"] == pytest.approx(0.5)
+    assert rows[("human:pd", "2-3k")]["corpus"] == "pd"
 
 
 def test_length_bucket_edges_and_median():
-    assert [T.length_bucket(n)[0] for n in (0, 999, 1000, 1999, 2000, 4999, 5000, 12000)] == [
-        "<1k", "<1k", "1-2k", "1-2k", "2-3k", "3-5k", ">=5k", ">=5k"]
+    assert [T.length_bucket(n)[0] for n in (0, 1999, 2000, 2999, 3000, 4000, 4999, 5000, 12000)] == [
+        "<2k", "<2k", "2-3k", "2-3k", "3-4k", "4-5k", "4-5k", ">=5k", ">=5k"]
     st = pl.DataFrame([
         {"story_id": f"x{i}", "set_key": "human:c", "set_kind": "human", "judge_config_id": JUDGE,
          "n_words": 1500, "same_model_judge": False, "n_positions": 3, "mean_no_rate": v}
@@ -248,13 +270,18 @@ def test_assets_build_the_tables_from_the_warehouse(tmp_path):
     assert wh.table("endings_no_rate").height == len(CURVES)
     corpus = wh.table("endings_corpus_tension")
     assert _one(corpus, set_key="human:pd")["mean_no_rate"] == pytest.approx(0.5625)
-    assert wh.table("endings_pipeline_effect").height == 2
-    assert wh.table("endings_length_buckets").height == 3
+    assert wh.table("endings_pipeline_effect").height == 2 + 2          # + the two reference rows
+    assert wh.table("endings_length_buckets").height == 4              # per set, not pooled
     pngs = list((settings.artifacts / "endings" / "no_rate_curves").rglob("*.png"))
     assert len(pngs) == 4 + 1        # four included stories + the overview grid
     mats = {e.asset_key.to_user_string(): e for e in result.get_asset_materialization_events()}
     meta = mats["endings_story_tension"].materialization.metadata
     assert meta["dagster/row_count"].value == 4 and meta["same_model_judge"].value is True
+    # per-corpus bar plots (paper Figs. 8-10) in the corpus table's metadata
+    corpus_meta = mats["endings_corpus_tension"].materialization.metadata
+    for name in ("no_rate_bars", "inflection_bars", "retention_bars"):
+        assert corpus_meta[name].value.endswith(f"{name}.png")
+        assert (settings.artifacts / "endings" / "bars" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_bad_curve_names_the_story():

@@ -54,14 +54,14 @@ def test_single_peak_retention_convergence_and_mean():
     assert t.late_no_rate is None            # no position at >= 80 %
     assert t.peak_positions == [2]
     assert t.retention == pytest.approx(0.2 / 0.8)
-    assert t.convergence == pytest.approx(75.0)
+    assert t.convergence == pytest.approx(-75.0)  # negative: tension drops
 
 
 def test_two_peaks_average_their_retention():
     t = story_tension([0.3, 0.4, 0.5, 0.6, 0.7, 0.8], [0.2, 0.6, 0.3, 0.5, 0.1, 0.4])
     assert t.peak_positions == [1, 3]         # the last position has one neighbour: not a peak
     assert t.retention == pytest.approx((0.1 / 0.6 + 0.1 / 0.5) / 2)
-    assert t.convergence == pytest.approx((100 * 0.5 / 0.6 + 100 * 0.4 / 0.5) / 2)
+    assert t.convergence == pytest.approx(-(100 * 0.5 / 0.6 + 100 * 0.4 / 0.5) / 2)
     assert t.late_no_rate == pytest.approx(0.4)   # share 0.8 is late (inclusive)
 
 
@@ -71,7 +71,7 @@ def test_retention_looks_only_at_next_ten_positions():
     t = story_tension(pcts, nr)
     assert t.peak_positions == [1]            # the 0.4 run is a plateau, not a peak
     assert t.retention == pytest.approx(0.8)  # the 0.0 at index 12 is 11 positions later
-    assert t.convergence == pytest.approx(20.0)
+    assert t.convergence == pytest.approx(-20.0)
 
 
 def test_plateau_is_not_a_peak():
@@ -129,7 +129,7 @@ def test_default_smoothing_window_five_on_a_triangle():
     assert (t.ir30, t.ir60, t.ir120) == pytest.approx((0, 0, 1 / 11))
     assert t.mean_no_rate == pytest.approx(1.8 / 11)
     assert t.late_no_rate == pytest.approx(0.0)      # positions 9 and 10 (shares .82, .90)
-    assert t.retention == pytest.approx(0.0) and t.convergence == pytest.approx(100.0)
+    assert t.retention == pytest.approx(0.0) and t.convergence == pytest.approx(-100.0)
 
 
 def test_smoothing_can_turn_a_spike_into_a_plateau():

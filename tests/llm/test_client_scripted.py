@@ -76,7 +76,7 @@ def test_backend_error_fails_the_request_without_killing_the_batch(settings):
     client = LLMClient(settings, backends={"smollm2": ScriptedBackend(script, namespace="boom")})
     good, bad = client.complete_many([req("hello"), req("boom")])
     assert good.ok and good.output == "fine"
-    assert not bad.ok and bad.failure.error_kind == "backend_error" and bad.failure.attempts == 1
+    assert not bad.ok and bad.failure.error_kind == "transport" and bad.failure.attempts == 1
     assert "server went away" in bad.failure.message
     # transport errors are not cached: a rerun asks the backend again
     backend2 = ScriptedBackend(script, namespace="boom")

@@ -70,17 +70,45 @@ def test_fit_messages_cuts_the_middle_of_the_longest_non_system_message():
     assert same is msgs and none_removed == 0
 
 
-def test_long_prompt_is_truncated_not_failed(tmp_path):
+def test_long_prompt_cut_to_fit_is_a_failure_unless_allowed(tmp_path):
     from tests.llm.conftest import make_settings
 
-    settings = make_settings(tmp_path, tiny={"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf",
-                                             "sampling": {"max_tokens": 8, "seed": 1}, "extra": {"n_ctx": 256}})
+    tiny = {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "sampling": {"max_tokens": 8, "seed": 1}, "extra": {"n_ctx": 256}}
+    settings = make_settings(tmp_path, tiny=tiny, lenient={**tiny, "allow_input_truncation": True})
+    text = "The old lighthouse keeper counted ships. Did he count them? " * 60  # ~800 tokens > n_ctx
+    req = lambda model: LLMRequest(role="t", model=model, choices=["yes", "no"],  # noqa: E731
+                                   messages=[{"role": "user", "content": text}])
     client = LLMClient(settings)
-    text = "The old lighthouse keeper counted ships. " * 100  # ~800 tokens > n_ctx
-    result = client.complete(LLMRequest(role="t", model="tiny", messages=[{"role": "user", "content": text}]))
+    strict = client.complete(req("tiny"))
+    assert not strict.ok and strict.failure.error_kind == "input_truncated" and strict.attempts == 1
+    rec = client.call_records()[0]
+    assert rec["prompt_truncated_tokens"] > 400 and rec["error_kind"] == "input_truncated"
+
+    result = client.complete(req("lenient"))
     assert result.ok and 0 < result.tokens_in <= 256 - 8
-    (note,) = client.truncated_prompts
+    note = client.truncated_prompts[-1]
     assert note["role"] == "t" and note["tokens_removed"] > 400 and note["call_id"] == result.call_ids[0]
+
+
+def test_tiny_max_tokens_is_a_truncated_failure_counted_in_usage(tmp_path):
+    from tests.llm.conftest import make_settings
+    from wse_platform.llm.accounting import usage_summary, write_call_records
+    from wse_platform.sql_models import load_models
+    from wse_platform.warehouse import Warehouse
+
+    settings = make_settings(tmp_path)
+    client = LLMClient(settings, run_id="t-cut")
+    result = client.complete(ask("Tell me a long story about a dragon and a knight.", sampling={"max_tokens": 3}))
+    assert not result.ok and result.failure.error_kind == "truncated" and result.attempts == 3
+    assert [(r["finish_reason"], r["error_kind"]) for r in client.call_records()] == [("length", "truncated")] * 3
+    assert usage_summary(client.call_records())["llm_truncated_share"] == 1.0
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    write_call_records(wh, client.call_records())
+    (usage,) = [m for m in load_models() if m.name == "llm_usage"]
+    usage.build(wh)
+    row = wh.query("SELECT truncated, truncated_share, invalid_attempts FROM llm_usage WHERE run_id = 't-cut'")
+    assert row.row(0) == (3, 1.0, 3)
 
 
 @pytest.mark.parametrize("missing", ["no-such-model.gguf"])

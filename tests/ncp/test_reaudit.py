@@ -6,14 +6,13 @@ from collections import Counter
 
 import pytest
 
+from tests.ncp._ncp_helpers import NO_CONFLICT, NODE_NO, NONE_DIFF, conflicts_json, review
 from wse_platform.config import settings_from_dict
 from wse_platform.llm import LLMClient, ScriptedBackend
-from wse_platform.ncp.episode import (AUDITOR_ROLES, ROLE_CONFLICT_CHECK, ROLE_CONFLICT_CONFIRM, ROLE_FACT_UPDATE,
+from wse_platform.ncp.episode import (AUDITOR_ROLES, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK, ROLE_FACT_UPDATE,
                                       ROLE_NODE_UPDATE, Architecture, AuditorSetup, EpisodeSetup, run_episodes)
 from wse_platform.ncp.reaudit import TranscriptError, reaudit, transcripts_from_rows
 from wse_platform.ncp.spec import NarrativeSpec
-
-NO_CONFLICT = '{"conflicts": []}'
 
 
 def make_spec(spec_id: str) -> NarrativeSpec:
@@ -36,15 +35,15 @@ def auditor_script(conflict_at_turn: int | None = None, confirm: bool = True):
     """Auditor outputs keyed on the narrator text of the audited turn (which carries its turn number)."""
     def script(call):
         prompt = "\n".join(m["content"] for m in call.messages)
-        flagged = conflict_at_turn is not None and f"Narrator response: Scene {conflict_at_turn}." in prompt
+        flagged = conflict_at_turn is not None and f"Response to audit:\nScene {conflict_at_turn}." in prompt
+        gone = ("fact", "f_0", "ship gone")
         out = {
-            ROLE_FACT_UPDATE: '{"add": [], "negate": []}',
-            ROLE_CONFLICT_CHECK: ('{"conflicts": [{"kind": "fact", "target_id": "f_0", "reason": "ship gone"}]}'
-                                  if flagged else NO_CONFLICT),
-            ROLE_CONFLICT_CONFIRM: json.dumps({"confirmed": confirm, "reason": "checked"}),
-            ROLE_NODE_UPDATE: '{"trigger_occurred": false, "key_delta_occurred": false, "ambiguous": false, '
-                              '"evidence": "-"}',
-            "ncp.commitment_status": '{"statuses": []}',
+            ROLE_FACT_UPDATE: NONE_DIFF,
+            ROLE_CONFLICT_CHECK: conflicts_json(gone) if flagged else NO_CONFLICT,
+            ROLE_DOUBLE_CHECK: review(gone) if confirm else review(),
+            ROLE_NODE_UPDATE: NODE_NO,
+            "ncp.commitment_status": json.dumps({"statuses": [{"commitment_id": "c_0", "status": "PENDING",
+                                                               "reason": "not yet"}]}),
         }.get(call.role)
         if out is None:
             raise AssertionError(f"re-audit must not call role {call.role}")
@@ -80,8 +79,8 @@ def test_reaudit_replays_without_narrator_or_player_calls_and_first_confirmed_co
     assert {e["auditor_id"] for e in eps.values()} == {"ncp.auditor:aud2:v1:x1"}
     calls = Counter(c.role for c in backend.calls)
     assert set(calls) <= set(AUDITOR_ROLES)
-    # m0: turns 1, 2 audited (fact+check each), one confirmation; m1: turn 1 only
-    assert calls[ROLE_FACT_UPDATE] == 3 and calls[ROLE_CONFLICT_CHECK] == 3 and calls[ROLE_CONFLICT_CONFIRM] == 1
+    # two openings' fact extraction; m0: turns 1, 2 audited (fact+check each), one double-check; m1: turn 1
+    assert calls[ROLE_FACT_UPDATE] == 2 + 3 and calls[ROLE_CONFLICT_CHECK] == 3 and calls[ROLE_DOUBLE_CHECK] == 1
     assert calls[ROLE_NODE_UPDATE] == 2  # m0 turn 1, m1 turn 1; not after m0's conflict
     turns_m0 = [r for r in res.turn_rows() if r["spec_id"] == "m0"]
     assert [r["turn"] for r in turns_m0] == [0, 1, 2]  # turns 3-4 never replayed
@@ -123,8 +122,8 @@ def test_reaudit_with_the_in_loop_auditor_reproduces_episodes_from_cache(setting
     """Same auditor, same transcript → identical requests → all cache hits, same outcomes."""
     def live(call):
         if call.role.startswith("ncp.player"):
-            return [json.dumps({"text": f"I search deck {len(live.calls) + 1}."})] * call.n
-        if call.role == "ncp.narrator":
+            return [f"I search deck {len(live.calls) + 1}."] * call.n
+        if call.role in ("ncp.narrator", "ncp.narrator_opening"):
             live.calls.append(1)
             return [json.dumps({"text": f"Scene {len(live.calls) - 1}."})] * call.n
         return auditor_script(conflict_at_turn=2)(call)

@@ -8,7 +8,9 @@ EXPECTED_TABLE_ASSETS = {
     "llm_usage", "wse_initial_worlds", "wse_episode_seeds", "wse_trajectory_steps", "wse_trajectories",
     "wse_consistency_verdicts", "wse_consistency_steps", "wse_trajectory_consistency", "wse_richness_verdicts",
     "wse_cell_metrics", "wse_architecture_contrasts", "wse_pareto", "wse_scaling_fit", "wse_source_family",
-    "wse_horizon_sensitivity", "wse_first_violations", "wse_generation_failures",
+    "wse_horizon_sensitivity", "wse_first_violations", "wse_generation_failures", "wse_failure_kinds",
+    "wse_judge_agreement", "wse_precursor_audit", "wse_full_horizon_contrasts", "wse_cost_contrasts",
+    "wse_human_validation",
     "ncp_specs", "ncp_spec_stats", "ncp_episodes", "ncp_turns", "ncp_summary", "ncp_survival",
     "ncp_auditor_sensitivity", "ncp_genre",
     "endings_stories", "endings_positions", "endings_predictions", "endings_verdicts", "endings_no_rate",
@@ -21,7 +23,7 @@ def test_definitions_load_and_validate(config_file):
     Definitions.validate_loadable(defs)  # resolves every job, sensor and schedule target
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert EXPECTED_TABLE_ASSETS <= keys, sorted(EXPECTED_TABLE_ASSETS - keys)
-    assert {s.name for s in defs.sensors} >= {"config_observer", "final_tables_sensor"}
+    assert {s.name for s in defs.sensors} >= {"config_observer", "wse_automation"}
     assert {s.name for s in defs.schedules} >= {"rejudge_schedule"}
 
 

@@ -46,7 +46,7 @@ def vote(verdict: str, category: str = "character-state", source: str = "narrati
     ([C, I, U], None, (3, 1, 1, 1)),       # split: no valid majority
     ([C, U, U], None, (3, 1, 0, 2)),       # uncertain never forms a majority
     ([C, None, I], None, (2, 1, 1, 0)),    # a failed judge
-    ([I, I, None], I, (2, 0, 2, 0)),       # two valid inconsistent votes are still 2 of 3
+    ([I, I, None], None, (2, 0, 2, 0)),    # a missing judge: no binary verdict (paper §5.1), even 2 agreeing
     ([None, None, None], None, (0, 0, 0, 0)),
 ])
 def test_aggregate_step_two_of_three(votes, majority, counts):
@@ -172,21 +172,21 @@ def test_judge_consistency_cell(tmp_path):
         ("A", 1): [C, C, U], ("A", 2): [I, I, C], ("A", 3): [C, C, C],       # T_inc = 2; step 3 never judged
         ("B", 1): [C, C, C], ("B", 2): [C, U, U], ("B", 3): [C, C, C],       # no majority at 2 -> censored at 1
         ("C", 1): [C, C, C], ("C", 2): [C, "bad", C], ("C", 3): [C, I, C], ("C", 4): [C, C, I],
-    }
+    }                                                                    # C: a missing judge at 2 -> censored at 1
     client, backend = make_client(settings, consistency_script(plan), model="judge")
     out = judge_consistency(client, settings, settings.wse.consistency_judge, trajs)
     tc = {r["seed_id"]: r for r in out.trajectories.iter_rows(named=True)}
     assert (tc["seed-A"]["first_contradiction"], tc["seed-A"]["censored_at"], tc["seed-A"]["judged_steps"]) == (2, None, 2)
     assert (tc["seed-B"]["first_contradiction"], tc["seed-B"]["censored_at"], tc["seed-B"]["censor_reason"]) == \
         (None, 1, "no_majority")
-    assert (tc["seed-C"]["first_contradiction"], tc["seed-C"]["censored_at"], tc["seed-C"]["judged_steps"]) == \
-        (None, None, 4)
+    assert (tc["seed-C"]["first_contradiction"], tc["seed-C"]["censored_at"], tc["seed-C"]["judged_steps"],
+            tc["seed-C"]["censor_reason"]) == (None, 1, 2, "missing_judge")
     assert (tc["seed-D"]["length"], tc["seed-D"]["judged_steps"], tc["seed-D"]["first_contradiction"]) == (0, 0, None)
-    # one batch per step across trajectories (A, B, C at steps 1-2; only C later), 3 judges each;
+    # one batch per step across trajectories (A, B, C at steps 1-2; none later), 3 judges each;
     # the invalid judge of (C, 2) is retried twice more in two extra batches of one call
-    assert [len(b) for b in backend.batches] == [9, 9, 1, 1, 3, 3]
+    assert [len(b) for b in backend.batches] == [9, 9, 1, 1]
     v = out.verdicts
-    assert v.height == 3 * (2 + 2 + 4)
+    assert v.height == 3 * (2 + 2 + 2)
     failed = v.filter(pl.col("verdict").is_null())
     assert failed.height == 1 and failed["seed_id"].item() == "seed-C" and failed["step"].item() == 2
     assert json.loads(failed["failure_json"].item())["attempts"] == 3
@@ -197,7 +197,8 @@ def test_judge_consistency_cell(tmp_path):
     assert steps["majority"].to_list() == [C, I]
     assert steps["category_majority"].to_list() == [None, "character-state"]
     assert steps["prior_source_majority"].to_list() == [None, "current_narrative"]
-    assert out.steps.filter(pl.col("seed_id") == "seed-C")["n_valid_votes"].to_list() == [3, 2, 3, 3]
+    assert out.steps.filter(pl.col("seed_id") == "seed-C")["n_valid_votes"].to_list() == [3, 2]
+    assert out.steps.filter(pl.col("seed_id") == "seed-C")["no_verdict_reason"].to_list() == [None, "missing_judge"]
 
     # the derived tables rebuilt from the stored votes equal the judging loop's own aggregation
     stored = pl.DataFrame({"model": [SECRET_MODEL] * 4, "arch": [SECRET_ARCH] * 4,
@@ -209,8 +210,8 @@ def test_judge_consistency_cell(tmp_path):
     with pytest.raises(ValueError, match="another generation"):
         consistency_tables_from_verdicts(out.verdicts, stored.with_columns(generation_version=pl.lit("new")),
                                          settings.wse.consistency_judge)
-    partial = out.verdicts.filter(~((pl.col("seed_id") == "seed-C") & (pl.col("step") == 4)))
-    with pytest.raises(ValueError, match="seed seed-C .* stops at step 3"):
+    partial = out.verdicts.filter(~((pl.col("seed_id") == "seed-A") & (pl.col("step") == 2)))
+    with pytest.raises(ValueError, match="seed seed-A .* stops at step 1"):
         consistency_tables_from_verdicts(partial, stored, settings.wse.consistency_judge)
     with pytest.raises(ValueError, match="judge indices"):
         consistency_tables_from_verdicts(partial.filter(pl.col("judge_index") != 1), stored,
@@ -222,7 +223,7 @@ def test_judge_consistency_cell(tmp_path):
     wh.replace_partition("wse_consistency_verdicts", out.verdicts, key)
     wh.replace_partition("wse_consistency_steps", out.steps, key)
     wh.replace_partition("wse_trajectory_consistency", out.trajectories, key)
-    assert wh.query("SELECT count(*) AS n FROM wse_consistency_verdicts")["n"].item() == 24
+    assert wh.query("SELECT count(*) AS n FROM wse_consistency_verdicts")["n"].item() == 18
 
 
 def test_judge_richness_cell(tmp_path):

@@ -223,7 +223,8 @@ def test_first_violations_by_hand(built):
     assert _row(fv, table_kind="category", scope="all", label=T.NO_CATEGORY)["n"] == 1
     src = fv.filter((pl.col("table_kind") == "commitment_source") & (pl.col("scope") == "all"))
     assert dict(src.select("label", "n").iter_rows()) == {"opening": 1, "initial_world": 1, "unresolved": 1}
-    assert fv.filter(pl.col("scope") == "model").height == 5
+    # per model: 2 category + 3 source + 3 category × source rows
+    assert fv.filter(pl.col("scope") == "model").height == 8
 
 
 def test_generation_failures_by_hand(built):
@@ -281,6 +282,29 @@ def test_missing_column_is_named():
 
 
 # ---- the Dagster assets write every table into a warehouse --------------------------------------------
+def extra_upstream():
+    """Votes with panel members and claims, steps with component texts, and llm_calls for the
+    failure-kind, agreement, precursor and cost tables."""
+    claim = "Nora burned the silver letter beside the river"
+    votes = [{"judge_config_id": CJ, "model": "m1", "arch": a, "seed_id": s, "step": k, "judge_index": j,
+              "judge_member": f"{j}:m1", "judge_model": "m1", "verdict": "inconsistent" if j < 2 else "consistent",
+              "conflicting_claim": claim if j < 2 else None,
+              "failure_json": None, "generation_version": "t"} for (a, s, k) in FIRST_STEPS for j in range(3)]
+    steps = [{"model": "m1", "arch": "B1", "seed_id": "s2", "step": k, "player_option": "walk",
+              "intents_json": '[{"character_id": "nora", "intent": "Nora burned the silver letter"}]',
+              "new_day": k == 1, "failure_component": None, "failure_json": None, "generation_version": "t"}
+             for k in (1, 2, 3)]
+    steps.append({"model": "m1", "arch": "B1", "seed_id": "s3", "step": 2, "player_option": "run",
+                  "intents_json": None, "new_day": False, "failure_component": "story_agent",
+                  "failure_json": '{"error_kind": "truncated"}', "generation_version": "t"})
+    calls = [{"call_id": f"c{i}", "role": "wse.story_agent", "model": "m1", "partition_key": f"{a}|m1",
+              "request_key": f"r{i}", "attempt": 1, "tokens_in": 100, "tokens_out": 10, "valid": i != 0,
+              "error_kind": "truncated" if i == 0 else None, "finish_reason": "length" if i == 0 else "stop"}
+             for i, a in enumerate(["B1", "B1", "B2", "B1+WMEM"])]
+    return {"wse_consistency_verdicts": pl.DataFrame(votes), "wse_trajectory_steps": pl.DataFrame(steps),
+            "llm_calls": pl.DataFrame(calls)}
+
+
 def test_assets_materialize_into_warehouse(tmp_path, monkeypatch):
     from dagster import materialize
 
@@ -295,12 +319,15 @@ def test_assets_materialize_into_warehouse(tmp_path, monkeypatch):
         "profile: demo\nwarehouse_path: wh.duckdb\nartifacts_dir: art\ncache_dir: cache\n"
         "models:\n  m1: {backend: embedded, model_id: x.gguf}\n"
         "wse:\n  models: [m1]\n  consistency_judge: {model: m1, count: 3}\n  richness_judge: {model: m1, count: 3}\n"
-        "  bootstrap_draws: 50\n")
+        "  bootstrap_draws: 50\n  human_labels: labels\n")
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "consistency_labels.csv").write_text(
+        "model,arch,seed_id,step,label\nm1,B1,s2,2,inconsistent\nm1,B2,s3,3,consistent\n")
     for var in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_ARTIFACTS_DIR", "WSE_CACHE_DIR"):
         monkeypatch.delenv(var, raising=False)
     settings = load_settings(cfg)
     wh = Warehouse(settings.warehouse)
-    for name, df in upstream().items():
+    for name, df in {**upstream(), **extra_upstream()}.items():
         wh.replace_table(name, df)
     assets = asset_module.build(settings, build_partitions(settings))
     result = materialize(assets, resources={"settings": SettingsResource(config_path=str(cfg)),

@@ -1,24 +1,36 @@
-"""Human story corpora: a folder of UTF-8 ``.txt`` files plus a ``corpus.yaml``.
+"""Human story corpora in the shapes the paper's corpora come in.
 
-``corpus.yaml`` names the corpus, its quality tier and, per file name, the
-story's title, author, source and license::
+- a folder of UTF-8 ``.txt`` files plus a ``corpus.yaml`` naming the corpus, its quality tier
+  and, per file name, the story's title, author, source and license::
 
-    corpus: public_domain
-    quality_tier: human
-    stories:
-      araby.txt: {title: Araby, author: James Joyce, source: "...", license: "..."}
+      corpus: public_domain
+      quality_tier: human
+      stories:
+        araby.txt: {title: Araby, author: James Joyce, source: "...", license: "..."}
 
-One bad file (not UTF-8, empty, no metadata entry) must not cost the others:
-it is reported by name as a `CorpusProblem` and skipped. Stories outside the
-word range are kept as rows with ``included=False`` and the reason, so a
-table shows what was measured and what was not, and why.
+- a ``.jsonl`` file (one JSON object per story) or a ``.csv`` file (header row), with a text
+  column and optional id / title / author / metadata columns (TMAS, WritingPrompts/Ghostbuster
+  and EQ-Bench output dumps have this shape); name and quality tier come from the config.
+
+One bad record (not UTF-8, empty, no metadata entry) must not cost the others: it is reported
+by name as a `CorpusProblem` and skipped. Stories that are not prose (control characters such
+as NUL, fewer than 2 sentences) or outside the word range are kept as rows with
+``included=False`` and the reason. Sampling to n stories is random with a fixed seed (the
+paper samples 100 per corpus), never "the shortest n".
 """
 from __future__ import annotations
 
+import csv
+import json
+import random
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
+
+from wse_platform.metrics.endings import split_sentences
 
 METADATA_FILE = "corpus.yaml"
 REQUIRED_FIELDS = ("title", "author", "source", "license")
@@ -53,6 +65,7 @@ class HumanStory:
     n_words: int
     included: bool = True
     exclusion_reason: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -70,6 +83,51 @@ class CorpusLoad:
 def count_words(text: str) -> int:
     """Whitespace-separated words (the count `data/SOURCES.md` reports)."""
     return len(text.split())
+
+
+_ALLOWED_CONTROL = set("\n\r\t\f")
+MIN_SENTENCES = 2
+
+
+def prose_problem(text: str) -> str | None:
+    """Why `text` is not prose a reader could forecast (None when it is).
+
+    Control characters (NUL and the other Unicode Cc characters except newline, tab, carriage
+    return and form feed) mean a binary or corrupted file; fewer than 2 sentences, or no
+    letters at all, mean there is no story to cut into positions.
+    """
+    bad = [ch for ch in text if unicodedata.category(ch) == "Cc" and ch not in _ALLOWED_CONTROL]
+    if bad:
+        return f"{len(bad)} control character(s), e.g. U+{ord(bad[0]):04X}"
+    if not any(ch.isalpha() for ch in text):
+        return "no letters"
+    n = len([x for x in split_sentences(text) if any(ch.isalpha() for ch in x)])
+    if n < MIN_SENTENCES:
+        return f"{n} sentence(s), at least {MIN_SENTENCES} needed"
+    return None
+
+
+def apply_filters(stories: list["HumanStory"], min_words: int, max_words: int) -> None:
+    """Mark stories that are not prose or outside [min_words, max_words] as excluded, with the reason."""
+    for story in stories:
+        problem = prose_problem(story.text)
+        if problem:
+            story.included, story.exclusion_reason = False, f"not prose: {problem}"
+        elif story.n_words < min_words:
+            story.included, story.exclusion_reason = False, f"too short: {story.n_words} words < min_words {min_words}"
+        elif story.n_words > max_words:
+            story.included, story.exclusion_reason = False, f"too long: {story.n_words} words > max_words {max_words}"
+
+
+def sample_stories(stories: list["HumanStory"], n: int | None, seed: int) -> None:
+    """Keep a random sample (fixed seed) of n included stories; the rest are excluded with the reason."""
+    pool = sorted((s for s in stories if s.included), key=lambda s: s.story_id)
+    if n is None or len(pool) <= n:
+        return
+    keep = {s.story_id for s in random.Random(seed).sample(pool, n)}
+    for s in pool:
+        if s.story_id not in keep:
+            s.included, s.exclusion_reason = False, f"not in the random sample of {n} (seed {seed})"
 
 
 def _read_metadata(folder: Path) -> dict:
@@ -95,14 +153,30 @@ def load_corpus(
     min_words: int = 500,
     max_words: int = 5000,
     max_stories: int | None = None,
+    *,
+    fmt: str | None = None,
+    seed: int = 0,
+    columns: dict[str, Any] | None = None,
 ) -> CorpusLoad:
-    """Read every ``*.txt`` in `folder`; bad files become `problems`, not exceptions.
+    """Read a corpus (folder of .txt, .jsonl or .csv); bad records become `problems`.
 
-    `name` / `quality_tier` (from the config) override the metadata file's. The
-    optional `max_stories` cap (demo scale) keeps the shortest included stories,
-    so a demo run is as cheap as possible; the rest are marked excluded with the reason.
+    `name` / `quality_tier` (from the config) override the metadata file's. `max_stories`
+    keeps a random sample (seed `seed`) of the in-range stories; the others are marked
+    excluded with the reason. `columns` names the JSONL/CSV columns (text_column,
+    id_column, title_column, author_column, metadata_columns).
     """
-    folder = Path(folder)
+    path = Path(folder)
+    fmt = fmt or ("jsonl" if path.suffix == ".jsonl" else "csv" if path.suffix == ".csv" else "folder")
+    if fmt == "folder":
+        out = _load_folder(path, name, quality_tier)
+    else:
+        out = _load_table(path, fmt, name or path.stem, quality_tier or "human", columns or {})
+    apply_filters(out.stories, min_words, max_words)
+    sample_stories(out.stories, max_stories, seed)
+    return out
+
+
+def _load_folder(folder: Path, name: str | None, quality_tier: str | None) -> CorpusLoad:
     if not folder.is_dir():
         raise CorpusError(f"{folder}: corpus folder does not exist")
     meta = _read_metadata(folder)
@@ -110,28 +184,64 @@ def load_corpus(
     tier = quality_tier or meta.get("quality_tier") or "human"
     entries: dict = meta.get("stories") or {}
     out = CorpusLoad(corpus=corpus, quality_tier=tier)
-
     files = sorted(folder.glob("*.txt"))
     for path in files:
         story = _load_one(path, entries.get(path.name), corpus, tier, out.problems)
-        if story is None:
-            continue
-        if story.n_words < min_words:
-            story.included, story.exclusion_reason = False, f"too short: {story.n_words} words < min_words {min_words}"
-        elif story.n_words > max_words:
-            story.included, story.exclusion_reason = False, f"too long: {story.n_words} words > max_words {max_words}"
-        out.stories.append(story)
-
+        if story is not None:
+            out.stories.append(story)
     present = {p.name for p in files}
     for listed in sorted(set(entries) - present):
         out.problems.append(CorpusProblem(listed, f"listed in {METADATA_FILE} but no such file in {folder}"))
+    return out
 
-    if max_stories is not None:
-        kept = sorted(out.included, key=lambda s: (s.n_words, s.file))[:max_stories]
-        keep_ids = {s.story_id for s in kept}
-        for s in out.included:
-            if s.story_id not in keep_ids:
-                s.included, s.exclusion_reason = False, f"beyond max_human_stories={max_stories} (shortest kept)"
+
+def _records(path: Path, fmt: str) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise CorpusError(f"{path}: corpus file does not exist")
+    try:
+        raw = path.read_bytes().decode("utf-8").lstrip("\ufeff")
+    except UnicodeDecodeError as err:
+        raise CorpusError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
+    if fmt == "csv":
+        return list(csv.DictReader(raw.splitlines(keepends=True)))
+    out = []
+    for n, line in enumerate(raw.splitlines(), 1):
+        if line.strip():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as err:
+                rec = {"__error__": f"line {n}: not JSON ({err.msg})"}
+            out.append(rec if isinstance(rec, dict) else {"__error__": f"line {n}: not a JSON object"})
+    return out
+
+
+def _load_table(path: Path, fmt: str, corpus: str, tier: str, cols: dict[str, Any]) -> CorpusLoad:
+    """JSONL / CSV: one record per story; `cols` maps the config's *_column keys."""
+    text_col = cols.get("text_column") or "text"
+    id_col, title_col, author_col = cols.get("id_column"), cols.get("title_column"), cols.get("author_column")
+    meta_cols = list(cols.get("metadata_columns") or [])
+    out = CorpusLoad(corpus=corpus, quality_tier=tier)
+    seen: set[str] = set()
+    for i, rec in enumerate(_records(path, fmt)):
+        where = f"{path.name}[{i}]"
+        if "__error__" in rec:
+            out.problems.append(CorpusProblem(where, rec["__error__"]))
+            continue
+        text = rec.get(text_col)
+        if not isinstance(text, str) or not text.strip():
+            out.problems.append(CorpusProblem(where, f"no text in column {text_col!r}"))
+            continue
+        sid = str(rec.get(id_col) if id_col and rec.get(id_col) not in (None, "") else i)
+        if sid in seen:
+            out.problems.append(CorpusProblem(where, f"duplicate id {sid!r} (column {id_col!r})"))
+            continue
+        seen.add(sid)
+        text = text.lstrip("\ufeff").replace("\r\n", "\n").strip()
+        out.stories.append(HumanStory(
+            story_id=f"human:{corpus}/{sid}", corpus=corpus, quality_tier=tier, file=where,
+            title=str(rec.get(title_col) or "") if title_col else "", author=str(rec.get(author_col) or "")
+            if author_col else "", source=path.name, license=str(rec.get("license") or ""),
+            text=text, n_words=count_words(text), metadata={c: rec.get(c) for c in meta_cols if c in rec}))
     return out
 
 
@@ -167,4 +277,20 @@ def story_rows(load: CorpusLoad, set_key: str, same_model_judge: bool) -> list[d
         "generator_model": None, "pipeline": None, "title": s.title, "author": s.author, "source": s.source,
         "license": s.license, "file": s.file, "n_words": s.n_words, "text": s.text, "included": s.included,
         "exclusion_reason": s.exclusion_reason, "same_model_judge": same_model_judge,
+        "metadata_json": json.dumps(s.metadata, default=str) if s.metadata else None,
     } for s in load.stories]
+
+
+def load_configured(settings: Any, cfg: Any) -> CorpusLoad:
+    """Load the corpus `cfg` (a `CorpusConfig`) as the configuration says: format, columns,
+    word range (per corpus, else `endings.min_words/max_words`), seeded sample
+    (`sample`, else the scale cap `endings.max_human_stories`)."""
+    e = settings.endings
+    return load_corpus(
+        settings.resolve_path(cfg.path), cfg.name, cfg.quality_tier,
+        e.min_words if cfg.min_words is None else cfg.min_words,
+        e.max_words if cfg.max_words is None else cfg.max_words,
+        cfg.sample if cfg.sample is not None else e.max_human_stories,
+        fmt=cfg.format, seed=cfg.seed,
+        columns={"text_column": cfg.text_column, "id_column": cfg.id_column, "title_column": cfg.title_column,
+                 "author_column": cfg.author_column, "metadata_columns": cfg.metadata_columns})

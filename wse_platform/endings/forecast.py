@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
-from wse_platform.metrics.endings import Position, select_positions, sentence_spans
+from wse_platform.metrics.endings import Position, join_sentences, select_positions, sentence_spans
 from wse_platform.prompts import get_prompt
 
 ROLE = "endings.forecast"
@@ -37,16 +37,15 @@ class SplitStory:
         return [self.text[s:e] for s, e in self.spans]
 
     def so_far(self, sentence_index: int) -> str:
-        """The story through sentence `sentence_index` (1-based), original formatting kept."""
+        """Sentences 1..`sentence_index` (1-based) joined with one space (the paper's context
+        string; the revealed share is counted on exactly this string)."""
         self._check(sentence_index)
-        return self.text[: self.spans[sentence_index - 1][1]]
+        return join_sentences(self.sentences[:sentence_index])
 
     def after(self, sentence_index: int) -> str:
-        """Everything after sentence `sentence_index` (the true continuation, untruncated)."""
+        """Sentences after `sentence_index`, joined with one space (the true continuation)."""
         self._check(sentence_index)
-        if sentence_index >= len(self.spans):
-            return ""
-        return self.text[self.spans[sentence_index][0]:]
+        return join_sentences(self.sentences[sentence_index:])
 
     def _check(self, i: int) -> None:
         if not 1 <= i <= len(self.spans):
@@ -93,12 +92,17 @@ def forecast_request(story: SplitStory, sentence_index: int, position: int, mode
     )
 
 
+def repeat_sampling(sampling: Sampling, repeat: int) -> Sampling:
+    """Repeat 0 is the configured sampling; repeat r > 0 gets seed (seed or 0) + r (a new request)."""
+    return sampling if repeat == 0 else sampling.model_copy(update={"seed": (sampling.seed or 0) + repeat})
+
+
 def prediction_rows(story_id: str, set_key: str, position: int, k: int, result: LLMResult,
-                    forecaster: str) -> list[dict[str, Any]]:
+                    forecaster: str, repeat: int = 0) -> list[dict[str, Any]]:
     """K rows per position; a failed request gives K rows with no prediction and the failure."""
     call_id = result.call_ids[-1] if result.call_ids else None
     base = {"story_id": story_id, "set_key": set_key, "position": position, "forecaster_model": forecaster,
-            "llm_call_id": call_id}
+            "llm_call_id": call_id, "repeat": repeat}
     if not result.ok:
         failure = json.dumps(result.failure.model_dump())
         return [{**base, "sample_index": i, "prediction": None, "failure_json": failure} for i in range(k)]
@@ -145,14 +149,20 @@ def compute_positions(stories: Sequence[SplitStory], set_key: str, count_tokens:
 
 def run_forecasts(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]], set_key: str,
                   model: str, k: int, sampling: Sampling, prompt_version: str = "v1",
-                  prompts_dir: str | None = None, batch: int = FORECAST_BATCH) -> list[dict[str, Any]]:
-    """`endings_predictions` rows: one n=k request per position, sent `batch` positions at a time."""
+                  prompts_dir: str | None = None, batch: int = FORECAST_BATCH,
+                  repeats: int = 1) -> list[dict[str, Any]]:
+    """`endings_predictions` rows: one n=k request per position and repeat, `batch` at a time.
+
+    Repeat r (0..repeats-1) draws fresh endings with `repeat_sampling(sampling, r)`; its rows
+    carry `repeat = r`, so repeats sit side by side and never overwrite each other."""
     by_id = {s.story_id: s for s in stories}
-    reqs = [forecast_request(by_id[p["story_id"]], p["sentence_index"], p["position"], model, k, sampling,
-                             prompt_version, prompts_dir, tags={"set_key": set_key}) for p in positions]
+    todo = [(r, p) for r in range(repeats) for p in positions]
+    reqs = [forecast_request(by_id[p["story_id"]], p["sentence_index"], p["position"], model, k,
+                             repeat_sampling(sampling, r), prompt_version, prompts_dir,
+                             tags={"set_key": set_key, "repeat": str(r)}) for r, p in todo]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(reqs), batch):
-        chunk = list(positions[start:start + batch])
-        for p, res in zip(chunk, client.complete_many(reqs[start:start + batch])):
-            rows += prediction_rows(p["story_id"], set_key, p["position"], k, res, model)
+        chunk = todo[start:start + batch]
+        for (r, p), res in zip(chunk, client.complete_many(reqs[start:start + batch])):
+            rows += prediction_rows(p["story_id"], set_key, p["position"], k, res, model, repeat=r)
     return rows

@@ -1,15 +1,15 @@
 """Judging: each predicted ending, on its own, against the true continuation.
 
-The judge sees the last revealed sentence once, then the true continuation and the
-prediction, both introduced as what follows that same sentence: both are anchored at
-the same cut, so the judge compares endings, not where they start. The continuation
-is truncated to 2,000 words (keeps long stories inside the judge's context).
+The last revealed sentence (the anchor) opens BOTH blocks of the prompt: the true
+continuation and the predicted ending, as the paper does, so a terse prediction or
+continuation still has its context. The continuation is truncated to 2,000 words.
 
 Verdict rule (paper): Y iff the first non-space character of the answer, uppercased,
-is "Y"; anything else is N. The request asks for a closed choice ["Y", "N"] so backends
-that support it constrain the answer; if a backend still answers outside the choice
-(the client then reports `invalid_choice`), the rule is applied to the raw answer —
-that answer *is* the judge's verdict — and the row says so in `choice_fallback`.
+is "Y"; anything else (N, empty, malformed) is N. By default the judge decodes freely
+and the rule reads its answer, as in the paper. `endings.judge_constrained_choice`
+opts in to a closed choice ["Y", "N"] for backends that support it (the judge config id
+then ends in ":choice", so its verdicts are never mixed with free ones); an answer
+outside the choice is then read by the same rule and flagged `choice_fallback`.
 Transport failures and failed predictions stay failures (verdict NULL).
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wse_platform.config import JudgeConfig, Settings
-from wse_platform.endings.forecast import SplitStory
+from wse_platform.endings.forecast import SplitStory, repeat_sampling
 from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
 from wse_platform.prompts import get_prompt
 
@@ -46,19 +46,22 @@ def truncate_words(text: str, max_words: int = MAX_CONTINUATION_WORDS) -> str:
 
 
 def judge_config_id(settings: Settings) -> str:
+    """`endings.judge:<model>:<prompt version>:x1`, plus `:choice` when decoding is constrained."""
     e = settings.endings
-    return JudgeConfig(model=e.judge or "", prompt_version=e.judge_prompt_version).judge_id(ROLE)
+    base = JudgeConfig(model=e.judge or "", prompt_version=e.judge_prompt_version).judge_id(ROLE)
+    return base + (":choice" if e.judge_constrained_choice else "")
 
 
 def judge_request(story: SplitStory, sentence_index: int, position: int, sample_index: int, prediction: str,
                   model: str, sampling: Sampling, prompt_version: str = "v1", prompts_dir: str | None = None,
-                  max_words: int = MAX_CONTINUATION_WORDS) -> LLMRequest:
-    last = story.sentences[sentence_index - 1]
+                  max_words: int = MAX_CONTINUATION_WORDS, constrained: bool = False) -> LLMRequest:
+    """One judge request: anchor sentence + truncated continuation vs anchor + prediction."""
+    anchor = story.sentences[sentence_index - 1]
     continuation = truncate_words(story.after(sentence_index), max_words)
     prompt = get_prompt(ROLE, prompt_version, prompts_dir)
-    messages = prompt.render(last_sentence=last, continuation=continuation, prediction=prediction)
-    return LLMRequest(role=ROLE, model=model, messages=messages, sampling=sampling, n=1, choices=list(CHOICES),
-                      prompt_version=prompt.id,
+    messages = prompt.render(anchor=anchor, continuation=continuation, prediction=prediction)
+    return LLMRequest(role=ROLE, model=model, messages=messages, sampling=sampling, n=1,
+                      choices=list(CHOICES) if constrained else None, prompt_version=prompt.id,
                       tags={"story_id": story.story_id, "position": str(position), "sample_index": str(sample_index)})
 
 
@@ -66,7 +69,7 @@ def verdict_row(pred: dict[str, Any], judge_id: str, judge_model: str, result: L
                 same_model_judge: bool) -> dict[str, Any]:
     """One `endings_verdicts` row; `result` is None when the prediction itself failed."""
     row = {"story_id": pred["story_id"], "set_key": pred["set_key"], "position": pred["position"],
-           "sample_index": pred["sample_index"], "judge_config_id": judge_id, "judge_model": judge_model,
+           "sample_index": pred["sample_index"], "repeat": pred.get("repeat", 0), "judge_config_id": judge_id, "judge_model": judge_model,
            "same_model_judge": same_model_judge, "verdict_raw": None, "verdict": None, "failure_json": None,
            "choice_fallback": False, "llm_call_id": None}
     if result is None:
@@ -80,7 +83,7 @@ def verdict_row(pred: dict[str, Any], judge_id: str, judge_model: str, result: L
     elif result.failure.error_kind in _ANSWERED_KINDS and result.failure.raw_text is not None:
         row["verdict_raw"] = result.failure.raw_text
         row["verdict"] = parse_verdict(result.failure.raw_text)
-        row["choice_fallback"] = True
+        row["choice_fallback"] = result.failure.error_kind == "invalid_choice"
     else:
         row["failure_json"] = json.dumps(result.failure.model_dump())
     return row
@@ -109,8 +112,11 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
         if pred.get("failure_json") or pred.get("prediction") is None:
             rows.append(verdict_row(pred, judge_id, e.judge, None, e.same_model_judge))
             continue
+        repeat = int(pred.get("repeat") or 0)
         req = judge_request(by_id[pred["story_id"]], sentence_of[key], pred["position"], pred["sample_index"],
-                            pred["prediction"], e.judge, e.judge_sampling, e.judge_prompt_version, prompts_dir)
+                            pred["prediction"], e.judge, repeat_sampling(e.judge_sampling, repeat),
+                            e.judge_prompt_version, prompts_dir, constrained=e.judge_constrained_choice)
+        req.tags["repeat"] = str(repeat)
         todo.append((len(rows), pred, req))
         rows.append(None)
     for start in range(0, len(todo), batch):

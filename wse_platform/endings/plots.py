@@ -69,6 +69,8 @@ def plot_no_rate_curve(pcts: Sequence[float], no_rates: Sequence[float], path: s
 
 def _curves(no_rate: pl.DataFrame) -> list[tuple[tuple[str, str, str], pl.DataFrame]]:
     ok = no_rate.filter(pl.col("no_rate").is_not_null())
+    if "repeat" in ok.columns:   # curves of the main run (repeats are compared in endings_stability)
+        ok = ok.filter(pl.col("repeat").fill_null(0) == 0)
     groups = ok.partition_by(["set_key", "story_id", "judge_config_id"], as_dict=True)
     return [(k, g.sort("position")) for k, g in sorted(groups.items())]
 
@@ -97,3 +99,43 @@ def plot_curve_grid(no_rate: pl.DataFrame, path: str | Path, max_stories: int = 
         draw_no_rate_curve(ax, g["revealed_share"].to_list(), g["no_rate"].to_list(),
                            title=f"{set_key} · {story_id}"[:60])
     return _save(fig, Path(path))
+
+
+# Per-corpus bar plots of the paper's Figs. 8-10: (file name, title, [(column, label)], percent?)
+BAR_PLOTS = (
+    ("no_rate_bars", "Mean and late no-rate by set (Fig. 8)", [("mean_no_rate", "mean"), ("late_no_rate", "late (≥ 80 %)")], False),
+    ("inflection_bars", "Inflection rate by set (Fig. 9)", [("ir30", "≤ 30°"), ("ir60", "≤ 60°"), ("ir120", "≤ 120°")], False),
+    ("retention_bars", "Post-spike retention by set (Fig. 10)", [("retention", "mean"), ("retention_median", "median")], True),
+)
+
+
+def plot_corpus_bars(corpus_tension: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
+    """Grouped bar charts, one bar group per corpus / generated set (first judge configuration
+    in id order); mean bars carry their 95 % CI when the table has one. {} when empty."""
+    if corpus_tension.is_empty():
+        return {}
+    judge = sorted(corpus_tension["judge_config_id"].unique().to_list())[0]
+    df = corpus_tension.filter(pl.col("judge_config_id") == judge).sort("set_key")
+    labels = df["set_key"].to_list()
+    out = {}
+    for name, title, cols, pct in BAR_PLOTS:
+        fig = Figure(figsize=(max(5.0, 1.3 * len(labels) + 2), 3.6), layout="constrained")
+        ax = fig.add_subplot()
+        width = 0.8 / len(cols)
+        scale = 100.0 if pct else 1.0
+        for j, (col, label) in enumerate(cols):
+            vals = [scale * v if v is not None else 0.0 for v in df[col].to_list()]
+            xs = [i + (j - (len(cols) - 1) / 2) * width for i in range(len(labels))]
+            err = None
+            if f"{col}_ci_low" in df.columns:
+                lo, hi = df[f"{col}_ci_low"].to_list(), df[f"{col}_ci_high"].to_list()
+                err = [[(v - scale * a) if a is not None else 0.0 for v, a in zip(vals, lo)],
+                       [(scale * b - v) if b is not None else 0.0 for v, b in zip(vals, hi)]]
+            ax.bar(xs, vals, width=width, label=label, yerr=err, capsize=3)
+        ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=7)
+        ax.set_ylabel("%" if pct else "rate")
+        ax.set_title(f"{title} · {judge}", fontsize=8)
+        ax.legend(fontsize=7)
+        ax.grid(axis="y", alpha=0.3)
+        out[name] = _save(fig, Path(out_dir) / f"{name}.png")
+    return out

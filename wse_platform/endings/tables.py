@@ -19,13 +19,14 @@ METRICS: tuple[str, ...] = (
     "mean_no_rate", "late_no_rate", "retention", "convergence", "ir30", "ir60", "ir120",
 )
 
-# Word-count buckets for the length-invariance table: [lower, upper) in words. The default
-# story filter keeps 500–5,000 words, so the last open bucket only fills when a user widens it.
+# Word-count buckets of the length-invariance table (paper Table 9): [lower, upper) in words.
+# The default story filter keeps 500-5,000 words; the open last bucket only fills when a user
+# widens it.
 LENGTH_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
-    ("<1k", 0, 1000),
-    ("1-2k", 1000, 2000),
+    ("<2k", 0, 2000),
     ("2-3k", 2000, 3000),
-    ("3-5k", 3000, 5000),
+    ("3-4k", 3000, 4000),
+    ("4-5k", 4000, 5000),
     (">=5k", 5000, None),
 )
 
@@ -33,6 +34,7 @@ NO_RATE_SCHEMA = {
     "story_id": pl.Utf8, "set_key": pl.Utf8, "judge_config_id": pl.Utf8, "position": pl.Int64,
     "sentence_index": pl.Int64, "revealed_share": pl.Float64, "n_samples": pl.Int64,
     "n_valid": pl.Int64, "n_yes": pl.Int64, "n_failed": pl.Int64, "no_rate": pl.Float64,
+    "repeat": pl.Int64,   # columns added later come last (the DDL appends them with ALTER TABLE)
 }
 
 _STORY_META = {
@@ -45,6 +47,7 @@ STORY_TENSION_SCHEMA = {
     **_STORY_META,
     "n_positions": pl.Int64, "n_positions_failed": pl.Int64, "n_peaks": pl.Int64, "n_extrema": pl.Int64,
     **{m: pl.Float64 for m in METRICS},
+    "repeat": pl.Int64,
 }
 
 
@@ -58,20 +61,24 @@ def _metric_columns() -> dict[str, pl.DataType]:
 CORPUS_TENSION_SCHEMA = {
     "set_key": pl.Utf8, "set_kind": pl.Utf8, "judge_config_id": pl.Utf8, "corpus": pl.Utf8,
     "quality_tier": pl.Utf8, "generator_model": pl.Utf8, "pipeline": pl.Utf8,
-    "same_model_judge": pl.Boolean, "n": pl.Int64, **_metric_columns(),
+    "same_model_judge": pl.Boolean, "n": pl.Int64, **_metric_columns(), "retention_median": pl.Float64,
 }
 
 PIPELINE_EFFECT_SCHEMA = {
     "generator_model": pl.Utf8, "pipeline": pl.Utf8, "judge_config_id": pl.Utf8,
     "same_model_judge": pl.Boolean, "n": pl.Int64, **_metric_columns(),
     "delta_mean_no_rate_vs_vanilla": pl.Float64,
+    # added later (appended by ALTER TABLE in the DDL, hence last)
+    "row_kind": pl.Utf8, "label": pl.Utf8, "rubric_overall": pl.Float64, "rubric_n": pl.Int64,
+    **{f"delta_{m}_vs_vanilla": pl.Float64 for m in ("rubric_overall", "late_no_rate", "retention", "convergence",
+                                                      "ir30", "ir60", "ir120")},
 }
 
 LENGTH_BUCKETS_SCHEMA = {
     "set_kind": pl.Utf8, "judge_config_id": pl.Utf8, "bucket": pl.Utf8, "bucket_order": pl.Int64,
     "min_words": pl.Int64, "max_words": pl.Int64, "same_model_judge": pl.Boolean, "n": pl.Int64,
     "mean_no_rate": pl.Float64, "mean_no_rate_ci_low": pl.Float64, "mean_no_rate_ci_high": pl.Float64,
-    "median_no_rate": pl.Float64,
+    "median_no_rate": pl.Float64, "set_key": pl.Utf8, "corpus": pl.Utf8,
 }
 
 
@@ -93,6 +100,11 @@ def set_kind(set_key: str) -> str:
     return kind
 
 
+def main_repeat(df: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the main run (repeat 0): result tables report it; `endings_stability` the rest."""
+    return df.filter(pl.col("repeat").fill_null(0) == 0) if "repeat" in df.columns else df
+
+
 # ---------------------------------------------------------------------------------------
 # endings_no_rate
 # ---------------------------------------------------------------------------------------
@@ -109,6 +121,9 @@ def build_no_rate(verdicts: pl.DataFrame, positions: pl.DataFrame) -> pl.DataFra
     _require(positions, "endings_positions", ["story_id", "set_key", "position", "sentence_index", "revealed_share"])
     if verdicts.is_empty():
         return pl.DataFrame(schema=NO_RATE_SCHEMA)
+    if "repeat" not in verdicts.columns:
+        verdicts = verdicts.with_columns(pl.lit(0).alias("repeat"))
+    verdicts = verdicts.with_columns(pl.col("repeat").fill_null(0).cast(pl.Int64))
     failed = pl.col("failure_json").is_not_null()
     bad = verdicts.filter(~failed & ~pl.col("verdict").is_in(["Y", "N"]).fill_null(False))
     if bad.height:
@@ -117,7 +132,7 @@ def build_no_rate(verdicts: pl.DataFrame, positions: pl.DataFrame) -> pl.DataFra
             f"endings_verdicts: story_id={r['story_id']!r} set_key={r['set_key']!r} position={r['position']} "
             f"sample_index={r['sample_index']}: field 'verdict' is {r['verdict']!r} without a failure_json "
             f"(expected 'Y' or 'N'); {bad.height} such row(s)")
-    keys = ["story_id", "set_key", "judge_config_id", "position"]
+    keys = ["story_id", "set_key", "judge_config_id", "repeat", "position"]
     agg = (
         verdicts.with_columns(_failed=failed)
         .group_by(keys)
@@ -169,15 +184,15 @@ def build_story_tension(no_rate: pl.DataFrame, stories: pl.DataFrame) -> pl.Data
                                 f"appears {r['len']} times")
     meta_by_key = {(r["story_id"], r["set_key"]): r for r in meta.iter_rows(named=True)}
     rows = []
-    for (story_id, set_key_, judge), curve in sorted(
-            no_rate.partition_by(["story_id", "set_key", "judge_config_id"], as_dict=True).items()):
+    for (story_id, set_key_, judge, repeat), curve in sorted(
+            no_rate.partition_by(["story_id", "set_key", "judge_config_id", "repeat"], as_dict=True).items()):
         m = meta_by_key.get((story_id, set_key_))
         if m is None:
             continue  # excluded (or unknown) story: not part of the results
         curve = curve.sort("position")
         ok = curve.filter(pl.col("no_rate").is_not_null())
         row = {"story_id": story_id, "set_key": set_key_, "set_kind": set_kind(set_key_),
-               "judge_config_id": judge, **{c: m[c] for c in _STORY_META},
+               "judge_config_id": judge, "repeat": repeat, **{c: m[c] for c in _STORY_META},
                "n_positions": ok.height, "n_positions_failed": curve.height - ok.height,
                "n_peaks": None, "n_extrema": None, **{k: None for k in METRICS}}
         if ok.height:
@@ -185,7 +200,7 @@ def build_story_tension(no_rate: pl.DataFrame, stories: pl.DataFrame) -> pl.Data
                 t = story_tension(ok["revealed_share"].to_list(), ok["no_rate"].to_list())
             except ValueError as err:
                 raise EndingsTableError(f"endings_no_rate: story_id={story_id!r} set_key={set_key_!r} "
-                                        f"judge_config_id={judge!r}: {err}") from err
+                                        f"judge_config_id={judge!r} repeat={repeat}: {err}") from err
             row |= {k: v for k, v in t.as_row().items() if k != "n_positions"}
         rows.append(row)
     return pl.DataFrame(rows, schema=STORY_TENSION_SCHEMA) if rows \
@@ -218,7 +233,7 @@ def build_corpus_tension(story_tension_df: pl.DataFrame) -> pl.DataFrame:
     _require(story_tension_df, "endings_story_tension", list(STORY_TENSION_SCHEMA))
     rows = []
     for (set_key_, judge), g in sorted(
-            story_tension_df.partition_by(["set_key", "judge_config_id"], as_dict=True).items()):
+            main_repeat(story_tension_df).partition_by(["set_key", "judge_config_id"], as_dict=True).items()):
         g = g.filter(pl.col("n_positions") > 0)
         rows.append({
             "set_key": set_key_, "set_kind": set_kind(set_key_), "judge_config_id": judge,
@@ -226,31 +241,66 @@ def build_corpus_tension(story_tension_df: pl.DataFrame) -> pl.DataFrame:
             "generator_model": _first(g, "generator_model"), "pipeline": _first(g, "pipeline"),
             "same_model_judge": bool(g["same_model_judge"].fill_null(False).any()),
             "n": g.height, **_metric_summary(g),
+            "retention_median": _median([v for v in g["retention"].to_list() if v is not None]),
         })
     return pl.DataFrame(rows, schema=CORPUS_TENSION_SCHEMA) if rows \
         else pl.DataFrame(schema=CORPUS_TENSION_SCHEMA)
 
 
-def build_pipeline_effect(story_tension_df: pl.DataFrame) -> pl.DataFrame:
-    """Paper Table 2: generated stories per generator model × pipeline (× judge config),
-    with the difference in mean no-rate from the same model's vanilla pipeline."""
+def _rubric_of(rubric: pl.DataFrame | None) -> dict[tuple[str, str], float]:
+    if rubric is None or rubric.is_empty():
+        return {}
+    ok = rubric.filter(pl.col("overall").is_not_null())
+    return {(r["story_id"], r["set_key"]): r["overall"] for r in ok.iter_rows(named=True)}
+
+
+def _effect_row(kind: str, label: str, model, pipeline, judge, g: pl.DataFrame,
+                rubric: dict[tuple[str, str], float]) -> dict:
+    scores = [rubric[k] for k in zip(g["story_id"].to_list(), g["set_key"].to_list()) if k in rubric]
+    return {"row_kind": kind, "label": label, "generator_model": model, "pipeline": pipeline,
+            "judge_config_id": judge, "same_model_judge": bool(g["same_model_judge"].fill_null(False).any()),
+            "n": g.height, "rubric_overall": sum(scores) / len(scores) if scores else None,
+            "rubric_n": len(scores), **_metric_summary(g)}
+
+
+def build_pipeline_effect(story_tension_df: pl.DataFrame, rubric: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Paper Table 2: one row per generator model × pipeline (× judge configuration) with n, the
+    rubric score, every tension metric (95 % CI) and each one's difference from the same model's
+    vanilla pipeline; plus the paper's reference rows in the same table: the top human corpus
+    (highest mean no-rate) and all vanilla (zero-shot) stories pooled over generators."""
     _require(story_tension_df, "endings_story_tension", list(STORY_TENSION_SCHEMA))
-    gen = story_tension_df.filter((pl.col("set_kind") == "gen") & (pl.col("n_positions") > 0))
+    st = main_repeat(story_tension_df).filter(pl.col("n_positions") > 0)
+    scores = _rubric_of(rubric)
+    gen = st.filter(pl.col("set_kind") == "gen")
     rows = []
     for (model, pipeline, judge), g in sorted(
             gen.partition_by(["generator_model", "pipeline", "judge_config_id"], as_dict=True).items(),
             key=lambda kv: tuple("" if v is None else str(v) for v in kv[0])):
-        rows.append({
-            "generator_model": model, "pipeline": pipeline, "judge_config_id": judge,
-            "same_model_judge": bool(g["same_model_judge"].fill_null(False).any()),
-            "n": g.height, **_metric_summary(g), "delta_mean_no_rate_vs_vanilla": None,
-        })
-    vanilla = {(r["generator_model"], r["judge_config_id"]): r["mean_no_rate"]
-               for r in rows if r["pipeline"] == "vanilla"}
+        rows.append(_effect_row("pipeline", f"{model} ({pipeline})", model, pipeline, judge, g, scores))
+    vanilla = {(r["generator_model"], r["judge_config_id"]): r for r in rows if r["pipeline"] == "vanilla"}
     for r in rows:
         base = vanilla.get((r["generator_model"], r["judge_config_id"]))
-        if base is not None and r["mean_no_rate"] is not None:
-            r["delta_mean_no_rate_vs_vanilla"] = r["mean_no_rate"] - base
+        for m in ("rubric_overall", *METRICS):
+            ok = base is not None and r[m] is not None and base[m] is not None
+            r[f"delta_{m}_vs_vanilla"] = r[m] - base[m] if ok else None
+    refs = []
+    for judge in sorted({r["judge_config_id"] for r in rows}):
+        pooled = gen.filter((pl.col("pipeline") == "vanilla") & (pl.col("judge_config_id") == judge))
+        if pooled.height:
+            refs.append(_effect_row("reference", "all generators, vanilla (pooled)", None, "vanilla", judge,
+                                    pooled, scores))
+        human = st.filter((pl.col("set_kind") == "human") & (pl.col("judge_config_id") == judge))
+        if human.height:
+            means = human.group_by("set_key").agg(pl.col("mean_no_rate").mean()).sort(
+                ["mean_no_rate", "set_key"], descending=[True, False], nulls_last=True)
+            top = means["set_key"][0]
+            g = human.filter(pl.col("set_key") == top)
+            refs.append(_effect_row("reference", f"top human corpus: {_first(g, 'corpus')}", None, None, judge,
+                                    g, scores))
+    rows += refs
+    for r in refs:
+        for m in ("rubric_overall", *METRICS):
+            r[f"delta_{m}_vs_vanilla"] = None
     return pl.DataFrame(rows, schema=PIPELINE_EFFECT_SCHEMA) if rows \
         else pl.DataFrame(schema=PIPELINE_EFFECT_SCHEMA)
 
@@ -272,11 +322,11 @@ def _median(xs: list[float]) -> float | None:
 
 
 def build_length_buckets(story_tension_df: pl.DataFrame) -> pl.DataFrame:
-    """Paper Table 9: story mean no-rate by word-count bucket (human and generated sets
-    separately, per judge configuration): n, mean with 95 % CI, median. Empty buckets are
-    omitted."""
+    """Paper Table 9: story mean no-rate by word-count bucket (<2k, 2-3k, 3-4k, 4-5k words) per
+    corpus / generated set (never pooled across corpora) and judge configuration: n, mean
+    with 95 % CI, median. Main repeat only; empty buckets are omitted."""
     _require(story_tension_df, "endings_story_tension", list(STORY_TENSION_SCHEMA))
-    st = story_tension_df.filter(pl.col("n_positions") > 0)
+    st = main_repeat(story_tension_df).filter(pl.col("n_positions") > 0)
     missing = st.filter(pl.col("n_words").is_null())
     if missing.height:
         r = missing.row(0, named=True)
@@ -285,14 +335,15 @@ def build_length_buckets(story_tension_df: pl.DataFrame) -> pl.DataFrame:
     groups: dict[tuple[str, str, int], list[dict]] = {}
     for r in st.iter_rows(named=True):
         _, order, _, _ = length_bucket(r["n_words"])
-        groups.setdefault((r["set_kind"], r["judge_config_id"], order), []).append(r)
+        groups.setdefault((r["set_key"], r["judge_config_id"], order), []).append(r)
     rows = []
-    for (kind, judge, order), members in sorted(groups.items()):
+    for (set_key_, judge, order), members in sorted(groups.items()):
         label, lo, hi = LENGTH_BUCKETS[order]
         vals = [m["mean_no_rate"] for m in members]
         mean, ci_lo, ci_hi, n = group_summary(vals)
         rows.append({
-            "set_kind": kind, "judge_config_id": judge, "bucket": label, "bucket_order": order,
+            "set_key": set_key_, "corpus": members[0]["corpus"], "set_kind": set_kind(set_key_),
+            "judge_config_id": judge, "bucket": label, "bucket_order": order,
             "min_words": lo, "max_words": hi,
             "same_model_judge": any(bool(m["same_model_judge"]) for m in members), "n": n,
             "mean_no_rate": mean, "mean_no_rate_ci_low": ci_lo, "mean_no_rate_ci_high": ci_hi,

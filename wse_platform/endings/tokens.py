@@ -33,14 +33,59 @@ def _llama_vocab(path: str):
     return Llama(model_path=path, vocab_only=True, verbose=False)
 
 
+class _Tokenizer:
+    """A token counter (`tok(text) -> int`) that can also report token end offsets.
+
+    `token_ends(text)` tokenises `text` once and returns the character offset where each
+    token ends (None when the pieces do not reassemble the text exactly); position
+    selection uses it to get every prefix's token count from ONE tokenisation.
+    """
+
+    def __init__(self, count: TokenCounter, ends: Callable[[str], list[int] | None] | None = None):
+        self._count, self._ends = count, ends
+
+    def __call__(self, text: str) -> int:
+        return self._count(text)
+
+    def token_ends(self, text: str) -> list[int] | None:
+        return self._ends(text) if self._ends is not None else None
+
+
+def _char_ends_from_pieces(text: str, pieces: list[bytes]) -> list[int] | None:
+    """Byte pieces of consecutive tokens -> character end offsets in `text`."""
+    data = text.encode("utf-8")
+    if b"".join(pieces) != data:
+        return None
+    # byte offset -> number of characters fully contained in data[:offset]
+    char_at = [0] * (len(data) + 1)
+    pos = 0
+    for ci, ch in enumerate(text):
+        pos += len(ch.encode("utf-8"))
+        char_at[pos] = ci + 1
+    for b in range(1, len(char_at)):   # offsets inside a multi-byte character round down
+        if char_at[b] == 0:
+            char_at[b] = char_at[b - 1]
+    out, b = [], 0
+    for piece in pieces:
+        b += len(piece)
+        out.append(char_at[b])
+    return out
+
+
 def _embedded_counter(model: ModelConfig) -> TokenCounter:
     llama = _llama_vocab(str(find_gguf(model)))
 
-    def count(text: str) -> int:
+    def tokens(text: str) -> list[int]:
         with _LOCK:  # llama.cpp objects are not thread-safe
-            return len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+            return llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
 
-    return count
+    def ends(text: str) -> list[int] | None:
+        toks = tokens(text)
+        with _LOCK:
+            pieces = [llama.detokenize([t]) for t in toks]
+        return _char_ends_from_pieces(text, pieces)
+
+    return _Tokenizer(lambda text: len(tokens(text)), ends)
 
 
 def _litellm_counter(model: ModelConfig) -> TokenCounter:
@@ -56,7 +101,14 @@ def _vllm_counter(model: ModelConfig) -> TokenCounter:
     except ImportError:
         from transformers import AutoTokenizer
         tok = AutoTokenizer.from_pretrained(model.model_id, revision=model.revision)
-    return lambda text: len(tok.encode(text, add_special_tokens=False))
+
+    def ends(text: str) -> list[int] | None:
+        if not getattr(tok, "is_fast", False):
+            return None
+        enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [e for _, e in enc["offset_mapping"]]
+
+    return _Tokenizer(lambda text: len(tok.encode(text, add_special_tokens=False)), ends)
 
 
 def token_counter(settings: Settings, model_name: str) -> TokenCounter:
@@ -66,7 +118,7 @@ def token_counter(settings: Settings, model_name: str) -> TokenCounter:
     except ImportError:
         count_tokens = None
     if count_tokens is not None:
-        return lambda text: int(count_tokens(settings, model_name, text))
+        return _Tokenizer(lambda text: int(count_tokens(settings, model_name, text)))
     model = settings.model(model_name)
     if model.backend == "embedded":
         return _embedded_counter(model)

@@ -1,7 +1,9 @@
 """Landing the client's per-attempt call records in the warehouse table `llm_calls`.
 
 `call_id` hashes (run_id, request_key, attempt), so writing the same run's records
-twice (a retried asset, a resumed run) inserts nothing new.
+twice (a retried asset, a resumed run, a batch flushed before a crash and again at the end)
+inserts nothing new: records are written in small batches as calls complete, and once more
+when the step ends, and every call is counted exactly once.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ CALL_SCHEMA: dict[str, Any] = {
     "attempt": pl.Int32, "n_samples": pl.Int32, "tokens_in": pl.Int64, "tokens_out": pl.Int64,
     "latency_s": pl.Float64, "cost_usd": pl.Float64, "cache_hit": pl.Boolean, "valid": pl.Boolean,
     "error_kind": pl.Utf8, "created_at": pl.Datetime("us"),
+    "finish_reason": pl.Utf8, "prompt_truncated_tokens": pl.Int64, "reasoning": pl.Utf8,
+    "reasoning_tokens": pl.Int64, "endpoint": pl.Utf8,
 }
 
 
@@ -31,3 +35,24 @@ def write_call_records(warehouse: "Warehouse", records: list[dict[str, Any]]) ->
     """Append the records not yet in `llm_calls`; returns the number of new rows."""
     frame = call_records_frame(records).unique(subset="call_id", keep="first", maintain_order=True)
     return warehouse.insert_new("llm_calls", frame, "call_id")
+
+
+def usage_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """LLM metadata every LLM asset shows: calls, failures by kind and the truncated share.
+
+    The share of truncated answers (cut by max_tokens) and of cut prompts is shown so a token
+    budget or context window set too low is seen at once in the UI and in `wse status`."""
+    n = len(records)
+    kinds: dict[str, int] = {}
+    for r in records:
+        if r.get("error_kind"):
+            kinds[r["error_kind"]] = kinds.get(r["error_kind"], 0) + 1
+    return {
+        "llm_calls": n,
+        "llm_backend_calls": sum(1 for r in records if not r.get("cache_hit")),
+        "llm_failed_attempts": sum(kinds.values()),
+        "llm_failures_by_kind": ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "none",
+        "llm_truncated_share": round(kinds.get("truncated", 0) / n, 4) if n else 0.0,
+        "llm_input_truncated_share": round(sum(1 for r in records if r.get("prompt_truncated_tokens")) / n, 4)
+        if n else 0.0,
+    }

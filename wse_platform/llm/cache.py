@@ -5,6 +5,10 @@ write at once (`busy_timeout` queues them), `INSERT OR IGNORE` makes a duplicate
 answer harmless (first writer wins, and the content key makes both identical in
 meaning). `synchronous=NORMAL` avoids an fsync per answer; a crashed process loses
 nothing that was committed, a power cut at most the last few answers.
+
+A file that is not a readable SQLite database (truncated, overwritten by text) raises
+`CacheCorrupted` naming the file and the fix (move it aside; `wse doctor --move-broken-cache`
+does it), never a bare sqlite error deep inside a run.
 """
 from __future__ import annotations
 
@@ -17,7 +21,18 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from wse_platform.llm.errors import CacheCorrupted
+
 _CHUNK = 500  # keys per SELECT ... IN (...)
+
+
+def corrupted(path: Path, err: Exception) -> CacheCorrupted:
+    """The error for an unreadable cache file: what is wrong, and how to continue."""
+    return CacheCorrupted(
+        f"the LLM response cache {path} is not a readable SQLite database ({type(err).__name__}: {err}). "
+        "It was probably truncated or overwritten. The cache only saves repeated calls, so it is safe to "
+        f"move it aside and continue without it: `wse doctor --move-broken-cache` (or `mv {path} "
+        f"{path}.broken`), then rerun; answers not found are requested again.")
 
 
 def content_key(*parts: Any) -> str:
@@ -37,6 +52,14 @@ class ResponseCache:
         self._con = self._open(busy_timeout_s)
 
     def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
+        try:
+            return self._connect(busy_timeout_s)
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+                raise
+            raise corrupted(self.path, err) from err
+
+    def _connect(self, busy_timeout_s: float) -> sqlite3.Connection:
         deadline = time.monotonic() + busy_timeout_s
         while True:
             try:
@@ -46,6 +69,7 @@ class ResponseCache:
                 con.execute("PRAGMA synchronous=NORMAL")
                 con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
                             "created_at REAL NOT NULL)")
+                con.execute("SELECT count(*) FROM (SELECT key FROM responses LIMIT 1)").fetchone()
                 return con
             except sqlite3.OperationalError as err:  # two processes creating the file at once
                 if "locked" not in str(err) or time.monotonic() > deadline:
@@ -59,9 +83,15 @@ class ResponseCache:
             for i in range(0, len(keys), _CHUNK):
                 chunk = keys[i:i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
-                rows = self._con.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk)
-                for k, v in rows:
-                    found[k] = json.loads(v)
+                try:
+                    rows = self._con.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})",
+                                             chunk).fetchall()
+                    for k, v in rows:
+                        found[k] = json.loads(v)
+                except (sqlite3.DatabaseError, ValueError) as err:
+                    if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+                        raise
+                    raise corrupted(self.path, err) from err
         return found
 
     def get(self, key: str) -> dict[str, Any] | None:
@@ -72,8 +102,13 @@ class ResponseCache:
         blob = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._lock:
-            self._con.execute(f"{verb} INTO responses (key, value, created_at) VALUES (?, ?, ?)",
-                              (key, blob, time.time()))
+            try:
+                self._con.execute(f"{verb} INTO responses (key, value, created_at) VALUES (?, ?, ?)",
+                                  (key, blob, time.time()))
+            except sqlite3.DatabaseError as err:
+                if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+                    raise
+                raise corrupted(self.path, err) from err
 
     def __len__(self) -> int:
         with self._lock:
@@ -86,3 +121,33 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._con.close()
+
+
+def move_aside(path: Path) -> Path | None:
+    """Rename a broken cache file (and its WAL/SHM companions) to `<name>.broken-<time>`."""
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    target = path.with_name(f"{path.name}.broken-{stamp}")
+    path.rename(target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(target.with_name(target.name + suffix))
+    return target
+
+
+def check_cache_file(path: Path) -> str | None:
+    """None when the cache file is absent or readable, else what is wrong (for `wse doctor`)."""
+    if not path.exists():
+        return None
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            ok = con.execute("PRAGMA quick_check").fetchone()[0]
+            con.execute("SELECT count(*) FROM responses").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as err:
+        return f"{type(err).__name__}: {err}"
+    return None if ok == "ok" else f"integrity check: {ok}"

@@ -3,17 +3,26 @@
 Per batch it: resolves each request's model and backend, derives a content key,
 answers what the cache already holds, sends the rest to the backends (one batch per
 backend, different backends concurrently), caches every answer as it arrives,
-validates each sample, retries invalid requests with the next attempt index (a new
-seed and a new cache entry), and records one accounting row per attempt.
-It never raises for a bad model answer or a transport failure: those become
-`LLMResult.failure`. It raises only for programming/config bugs (unknown model).
+validates each sample (after removing any reasoning block), retries invalid or truncated
+answers with the next attempt index (a new seed and a new cache entry), and records one
+accounting row per attempt, handed to `record_sink` in small batches as calls complete
+(so a killed process keeps the accounting of what it already paid for).
+
+Failure kinds: model failures (invalid, truncated, input_truncated, transport) become
+`LLMResult.failure` and are part of the benchmark. Infrastructure failures (missing key,
+authentication, unreachable server, cache/record I/O) raise `LLMInfrastructureError`
+after the batch's records are written: they must never become results. Transient
+transport errors (429, timeouts, 5xx) are retried with backoff by the backend (litellm's
+Router); one still failing after that is a recorded `transport` failure of that request.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
 import threading
+import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -22,9 +31,10 @@ from typing import TYPE_CHECKING, Any
 from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, BackendUnavailable, attempt_seed,
                                       make_backend)
 from wse_platform.llm.cache import ResponseCache, content_key
+from wse_platform.llm.errors import LLMInfrastructureError
 from wse_platform.llm.progress import BatchProgress, ProgressFn
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
-from wse_platform.llm.validation import parse_sample, schema_of
+from wse_platform.llm.validation import parse_sample, schema_of, split_reasoning
 
 if TYPE_CHECKING:  # config imports llm.types, so the client imports config lazily
     from wse_platform.config import Settings
@@ -46,6 +56,7 @@ class ResolvedModel:
     sampling: Sampling
     price_in: float | None = None
     price_out: float | None = None
+    allow_input_truncation: bool = False
 
     @property
     def backend_model(self) -> str:
@@ -71,6 +82,7 @@ class _State:
     all_hits: bool = True
     tokens_in: int = 0
     tokens_out: int = 0
+    infra_error: str | None = None
 
     def result(self) -> LLMResult:
         return LLMResult(role=self.req.role, model=self.req.model, outputs=self.outputs, texts=self.texts,
@@ -81,7 +93,9 @@ class _State:
 class LLMClient:
     def __init__(self, settings: "Settings", run_id: str | None = None, partition_key: str | None = None,
                  use_cache: bool | None = None, backends: dict[str, Backend] | None = None,
-                 progress: ProgressFn | bool | None = None, max_attempts: int = MAX_ATTEMPTS):
+                 progress: ProgressFn | bool | None = None, max_attempts: int = MAX_ATTEMPTS,
+                 record_sink: Callable[[list[dict[str, Any]]], Any] | None = None, flush_every: int = 25,
+                 flush_interval_s: float = 2.0):
         self.settings = settings
         self.run_id = run_id or f"session-{uuid.uuid4().hex[:12]}"
         self.partition_key = partition_key
@@ -95,6 +109,11 @@ class LLMClient:
         self._occurrences: dict[tuple[str, int], int] = {}
         self.truncated_prompts: list[dict[str, Any]] = []  # prompts a backend shortened to fit its context
         self._lock = threading.Lock()
+        self._sink = record_sink          # e.g. lambda rows: write_call_records(warehouse, rows)
+        self.flush_every, self.flush_interval_s = max(1, flush_every), flush_interval_s
+        self._flushed = 0                 # records[:_flushed] were handed to the sink
+        self._last_flush = time.monotonic()
+        self._flush_lock = threading.Lock()
 
     # ---- public API ------------------------------------------------------------------
     def complete(self, req: LLMRequest) -> LLMResult:
@@ -115,10 +134,52 @@ class LLMClient:
                 if not pending:
                     break
                 self._run_attempt(pending, attempt, progress)
+                self._raise_infrastructure(pending)
                 pending = [s for s in pending if not s.done]
         finally:
             progress.close()
         return [s.result() for s in states]
+
+    def _raise_infrastructure(self, pending: list[_State]) -> None:
+        broken = [s for s in pending if s.infra_error]
+        if not broken:
+            return
+        self.flush_records()
+        models = sorted({s.req.model for s in broken})
+        raise LLMInfrastructureError(
+            f"{len(broken)} of {len(pending)} LLM call(s) to model(s) {models} could not be made: "
+            f"{broken[0].infra_error}. This is an infrastructure problem, not a model failure: no result "
+            "was recorded for these calls; fix it and rerun (the cache keeps every answer already received).")
+
+    def flush_records(self) -> None:
+        """Hand the records not yet written to the sink (the session calls it when a step ends)."""
+        self._maybe_flush(force=True)
+
+    def _maybe_flush(self, force: bool = False) -> None:
+        if self._sink is None:
+            return
+        with self._lock:
+            waiting = len(self._records) - self._flushed
+            due = waiting > 0 and (force or waiting >= self.flush_every
+                                   or time.monotonic() - self._last_flush >= self.flush_interval_s)
+        if not due or not self._flush_lock.acquire(blocking=force):
+            return  # another thread is writing; the next completed call flushes the rest
+        try:
+            with self._lock:
+                batch, upto = self._records[self._flushed:], len(self._records)
+            if batch:
+                try:
+                    self._sink(batch)
+                except LLMInfrastructureError:
+                    raise
+                except Exception as err:
+                    raise LLMInfrastructureError(f"could not write {len(batch)} LLM call record(s): "
+                                                 f"{type(err).__name__}: {err}") from err
+            with self._lock:
+                self._flushed = max(self._flushed, upto)
+                self._last_flush = time.monotonic()
+        finally:
+            self._flush_lock.release()
 
     def call_records(self) -> list[dict[str, Any]]:
         """One row per attempt so far (matches the `llm_calls` table)."""
@@ -127,8 +188,8 @@ class LLMClient:
 
     def drain_call_records(self) -> list[dict[str, Any]]:
         """The rows so far, forgetting them (write them with accounting.write_call_records)."""
-        with self._lock:
-            out, self._records = self._records, []
+        with self._flush_lock, self._lock:
+            out, self._records, self._flushed = self._records, [], 0
             return out
 
     @property
@@ -160,7 +221,8 @@ class LLMClient:
             model = ResolvedModel(name, self._backends[name].name, name, None, None, Sampling())
         else:
             model = ResolvedModel(name, cfg.backend, cfg.model_id, cfg.revision, cfg.quantization, cfg.sampling,
-                                  cfg.price_in_per_token, cfg.price_out_per_token)
+                                  cfg.price_in_per_token, cfg.price_out_per_token,
+                                  bool(getattr(cfg, "allow_input_truncation", False)))
             if name not in self._backends:
                 self._backends[name] = make_backend(name, cfg, self.settings)
         self._models[name] = model
@@ -235,8 +297,8 @@ class LLMClient:
 
         try:
             responses = backend.generate(calls, on_result=on_result)
-        except BackendUnavailable:
-            raise  # a setup problem (runtime/model not installed): say how to fix it
+        except (BackendUnavailable, LLMInfrastructureError):
+            raise  # a setup/infrastructure problem (runtime missing, cache or records unwritable)
         except Exception as err:  # a backend bug must not kill the batch: the calls become failures
             log.exception("backend %s crashed on a batch of %d calls", backend.name, len(calls))
             responses = [BackendResponse(error=f"{type(err).__name__}: {err}") for _ in calls]
@@ -246,28 +308,51 @@ class LLMClient:
             on_result(i, BackendResponse(error="backend returned no response for this call"))
 
     # ---- validation and accounting -----------------------------------------------------
-    def _finish(self, s: _State, resp: BackendResponse, cache_hit: bool, progress: BatchProgress) -> None:
-        req = s.req
-        error_kind: str | None = None
-        message = ""
-        raw: str | None = None
-        outputs: list[Any] = []
+    def _judge(self, s: _State, resp: BackendResponse) -> tuple[str | None, str, str | None, list[Any], list[str],
+                                                                list[str | None]]:
+        """(error_kind, message, raw_text, outputs, answers, reasoning) of one response."""
+        req, meta = s.req, resp.meta or {}
         if resp.error is not None or len(resp.texts) != req.n:
-            error_kind = "backend_error"
-            message = resp.error or f"backend returned {len(resp.texts)} texts for n={req.n}"
-        else:
-            for text in resp.texts:
-                parsed = parse_sample(text, req.output_model, req.choices)
-                if not parsed.ok:
-                    error_kind, message, raw = parsed.error_kind, parsed.message, text
-                    break
-                outputs.append(parsed.value)
+            kind = "infrastructure" if resp.infrastructure else "transport"
+            return kind, resp.error or f"backend returned {len(resp.texts)} texts for n={req.n}", None, [], [], []
+        provider = list(meta.get("reasoning") or [])
+        answers, reasoning = [], []
+        for i, text in enumerate(resp.texts):
+            answer, thought = split_reasoning(text)
+            given = provider[i] if i < len(provider) else None
+            answers.append(answer.lstrip() if given else answer)  # the provider already split it off
+            parts = [p for p in (given, thought) if p]
+            reasoning.append("\n".join(parts) or None)
+        cut = int(meta.get("prompt_truncated_tokens") or 0)
+        if cut and not s.model.allow_input_truncation:
+            return ("input_truncated", f"the prompt was shortened by {cut} tokens to fit the context window "
+                    f"(set models.{req.model}.allow_input_truncation: true to accept cut prompts)",
+                    None, [], answers, reasoning)
+        reasons = list(meta.get("finish_reasons") or [])
+        outputs: list[Any] = []
+        for i, answer in enumerate(answers):
+            parsed = parse_sample(answer, req.output_model, req.choices)
+            cut_off = i < len(reasons) and reasons[i] == "length"
+            # a closed choice is decided by its first word: a cut explanation after it does not matter
+            if cut_off and not (parsed.ok and req.choices is not None):
+                return ("truncated", f"answer cut by the token limit (max_tokens={s.sampling.max_tokens}, "
+                        "finish reason 'length')", resp.texts[i], [], answers, reasoning)
+            if not parsed.ok:
+                return parsed.error_kind, parsed.message, resp.texts[i], [], answers, reasoning
+            outputs.append(parsed.value)
+        return None, "", None, outputs, answers, reasoning
+
+    def _finish(self, s: _State, resp: BackendResponse, cache_hit: bool, progress: BatchProgress) -> None:
+        req, meta = s.req, resp.meta or {}
+        error_kind, message, raw, outputs, answers, reasoning = self._judge(s, resp)
         cost = 0.0 if cache_hit else self._cost(s.model, resp)
         with self._lock:  # the same request made again in this run gets its own, still stable, id
             seen = self._occurrences.get((s.request_key, s.attempt), 0)
             self._occurrences[(s.request_key, s.attempt)] = seen + 1
         id_src = f"{self.run_id}\x1f{s.request_key}\x1f{s.attempt}" + (f"\x1f{seen}" if seen else "")
         call_id = hashlib.sha256(id_src.encode()).hexdigest()[:32]
+        reasons = [r for r in (meta.get("finish_reasons") or []) if r]
+        thoughts = [r for r in reasoning if r]
         record = {
             "call_id": call_id, "run_id": self.run_id, "partition_key": self.partition_key,
             "role": req.role, "model": req.model, "backend": s.backend.name,
@@ -277,20 +362,27 @@ class LLMClient:
             "latency_s": 0.0 if cache_hit else resp.latency_s, "cost_usd": cost, "cache_hit": cache_hit,
             "valid": error_kind is None, "error_kind": error_kind,
             "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+            "finish_reason": "length" if "length" in reasons else (reasons[0] if reasons else None),
+            "prompt_truncated_tokens": int(meta.get("prompt_truncated_tokens") or 0),
+            "reasoning": "\n\n---\n\n".join(thoughts) if thoughts else None,
+            "reasoning_tokens": meta.get("reasoning_tokens"),
+            "endpoint": meta.get("endpoint"),
         }
         with self._lock:
             self._records.append(record)
-            if resp.meta.get("prompt_truncated_tokens"):
+            if meta.get("prompt_truncated_tokens"):
                 self.truncated_prompts.append({"call_id": call_id, "role": req.role,
-                                               "tokens_removed": resp.meta["prompt_truncated_tokens"]})
+                                               "tokens_removed": meta["prompt_truncated_tokens"]})
             s.call_ids.append(call_id)
             s.all_hits = s.all_hits and cache_hit
             s.tokens_in += resp.tokens_in
             s.tokens_out += resp.tokens_out
-            s.texts = list(resp.texts)
+            s.texts = answers
             if error_kind is None:
                 s.outputs, s.done = outputs, True
-            elif error_kind == "backend_error" or s.attempt >= self.max_attempts:
+            elif error_kind == "infrastructure":
+                s.infra_error, s.done = message, True
+            elif error_kind in ("transport", "input_truncated") or s.attempt >= self.max_attempts:
                 s.failure = LLMFailure(role=req.role, model=req.model, error_kind=error_kind, message=message,
                                        raw_text=raw, attempts=s.attempt)
                 s.done = True
@@ -298,6 +390,7 @@ class LLMClient:
                             error_kind, message)
             if s.done:
                 progress.advance()
+        self._maybe_flush()
 
     @staticmethod
     def _cost(model: ResolvedModel, resp: BackendResponse) -> float | None:

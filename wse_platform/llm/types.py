@@ -16,8 +16,12 @@ ErrorKind = Literal[
     "schema_violation",  # JSON that does not validate against the output model
     "invalid_choice",    # closed choice not respected
     "empty_output",      # backend returned nothing
-    "backend_error",     # transport/provider error after backend-level retries
+    "truncated",         # the answer was cut by the token limit (finish reason `length`)
+    "input_truncated",   # the prompt was shortened to fit the context window (unless the model allows it)
+    "transport",         # provider/transport error on this request after the backend's retries (429, timeout, 5xx)
 ]
+# Not a failure kind: missing key, 401, unreachable server, broken cache or warehouse raise
+# `wse_platform.llm.errors.LLMInfrastructureError` and fail the run (see errors.py).
 
 
 class Sampling(BaseModel):

@@ -91,3 +91,25 @@ def parse_sample(text: str, output_model: type[BaseModel] | None, choices: list[
     if choices is not None:
         return parse_choice(text, choices)
     return parse_text(text)
+
+
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """(answer, reasoning): a `<think>…</think>` block is never part of the answer.
+
+    Handles a leading block, a block whose opening tag was in the prompt (Qwen3's chat
+    template can add it: text then `</think>`), and an unclosed block (reasoning cut by the
+    token limit: the answer is empty)."""
+    stripped = text.lstrip()
+    if stripped.startswith(_THINK_OPEN):
+        body = stripped[len(_THINK_OPEN):]
+        end = body.find(_THINK_CLOSE)
+        if end < 0:
+            return "", body.strip()
+        return body[end + len(_THINK_CLOSE):].lstrip(), body[:end].strip()
+    end = text.find(_THINK_CLOSE)
+    if end >= 0 and _THINK_OPEN not in text[:end]:
+        return text[end + len(_THINK_CLOSE):].lstrip(), text[:end].strip()
+    return text, None

@@ -7,6 +7,7 @@ story-level numbers; group-level means carry a normal-approximation CI.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -98,6 +99,34 @@ class Position:
         return self.index
 
 
+def _prefix_token_counts(sentences: Sequence[str], token_count_fn: Callable[[str], int]) -> tuple[list[int], int]:
+    """Tokens of join(sentences[:i]) for every i, and of the whole joined text, in linear time.
+
+    With a tokenizer that reports token end offsets (`token_count_fn.token_ends(text)`, see
+    `wse_platform.endings.tokens`) the joined story is tokenised ONCE and prefix i counts the
+    tokens ending at or before the end of sentence i. Otherwise each sentence is counted once,
+    as it appears in the joined text (with its separating space), and the counts are summed.
+    Either way the cost is proportional to the story's length: re-tokenising every prefix
+    (quadratic; 88 s for 20k words) is never done.
+    """
+    joined = join_sentences(sentences)
+    ends_of = getattr(token_count_fn, "token_ends", None)
+    if callable(ends_of):
+        ends = ends_of(joined)
+        if ends is not None:
+            ends = list(ends)
+            out, cut = [], 0
+            for i, sent in enumerate(sentences):
+                cut += len(sent) + (1 if i else 0)
+                out.append(bisect.bisect_right(ends, cut))
+            return out, len(ends)
+    out, total = [], 0
+    for i, sent in enumerate(sentences):
+        total += int(token_count_fn((" " if i else "") + sent))
+        out.append(total)
+    return out, total
+
+
 def select_positions(
     sentences: Sequence[str],
     token_count_fn: Callable[[str], int],
@@ -109,9 +138,9 @@ def select_positions(
     """Positions i whose revealed token share lies in [min_share, max_share] (inclusive)
     and whose last sentence has at least `min_sent_words` whitespace words.
 
-    Revealed share = tokens(join(sentences[:i])) / tokens(join(sentences)), both counted
-    with `token_count_fn` (the forecaster's tokenizer). `stride` keeps every n-th kept
-    position (the first one always), for demo scale; positions are renumbered 0..m-1.
+    Revealed share = tokens(join(sentences[:i])) / tokens(join(sentences)), counted with the
+    forecaster's tokenizer in linear time (`_prefix_token_counts`). `stride` keeps every n-th
+    kept position (the first one always), for demo scale; positions are renumbered 0..m-1.
     """
     if stride < 1:
         raise ValueError(f"select_positions: stride must be >= 1, got {stride}")
@@ -119,7 +148,7 @@ def select_positions(
         raise ValueError(f"select_positions: need 0 <= min_share <= max_share <= 1, got {min_share}, {max_share}")
     if not sentences:
         return []
-    n_total = int(token_count_fn(join_sentences(sentences)))
+    prefix, n_total = _prefix_token_counts(sentences, token_count_fn)
     if n_total <= 0:
         return []
     kept: list[tuple[int, float, int, str]] = []
@@ -127,7 +156,7 @@ def select_positions(
         last = sentences[i - 1]
         if len(last.split()) < min_sent_words:
             continue
-        n_rev = int(token_count_fn(join_sentences(sentences[:i])))
+        n_rev = prefix[i - 1]
         share = n_rev / n_total
         if min_share <= share <= max_share:
             kept.append((i, share, n_rev, last))
@@ -187,7 +216,7 @@ class StoryTension:
     mean_no_rate: float
     late_no_rate: float | None
     retention: float | None
-    convergence: float | None      # percent (0..100)
+    convergence: float | None      # percent change peak -> next-10 minimum (-100..0)
     ir30: float
     ir60: float
     ir120: float
@@ -259,7 +288,8 @@ def story_tension(pcts: Sequence[float], no_rates: Sequence[float],
     - retention / convergence: for each strict raw peak (no-rate above both neighbours;
       the first and last positions have one neighbour and are never peaks), m = minimum
       no-rate over the next 10 positions (fewer at the end); retention = mean of m/peak,
-      convergence = mean of 100·(peak − m)/peak (percent). None when there is no peak.
+      convergence = mean of 100·(m − peak)/peak (percent change, the paper's sign: negative
+      when the no-rate drops after the peak, e.g. −48.3 % for New Yorker). None without a peak.
       A strict peak exceeds a neighbour >= 0, so a peak is never 0.
     - ir30/ir60/ir120: smooth with a centred moving average (window 5, symmetric
       shrinking edges), rescale x (revealed share) and y (smoothed no-rate) to [0, 1] by
@@ -290,7 +320,7 @@ def story_tension(pcts: Sequence[float], no_rates: Sequence[float],
     for i in peaks:
         m = min(nr[i + 1: i + 1 + RETENTION_WINDOW])
         rets.append(m / nr[i])
-        convs.append(100.0 * (nr[i] - m) / nr[i])
+        convs.append(100.0 * (m - nr[i]) / nr[i])   # paper sign: negative when tension drops
     retention = sum(rets) / len(rets) if rets else None
     convergence = sum(convs) / len(convs) if convs else None
 

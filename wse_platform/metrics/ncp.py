@@ -56,20 +56,26 @@ def _nan_none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
-def raw_share_active(turns: Sequence[int], terminations: Sequence[str], t: int) -> float:
-    """Share of episodes still running after turn t: not yet ended (SURVIVAL never ended)."""
-    n = len(turns)
-    if n == 0:
-        return float("nan")
-    alive = sum(1 for d, term in zip(turns, terminations) if d > t or term == "SURVIVAL")
-    return alive / n
+def n_active(turns: Sequence[int], t: int) -> int:
+    """Episodes still active at turn t, with the reference implementation's `>= t` convention: an
+    episode that played t turns (including one whose conflict came at turn t) counts at t."""
+    return sum(1 for d in turns if d >= t)
+
+
+def raw_share_active(turns: Sequence[int], t: int) -> float:
+    """n_active / n (the raw survival curve of the paper's Figure 4); NaN without episodes."""
+    return n_active(turns, t) / len(turns) if len(turns) else float("nan")
 
 
 def survival_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | None:
-    """KM S(t); None when no episode was observed through turn t (e.g. demo runs with T_max < t)."""
-    if episodes.is_empty() or int(episodes["turns"].max()) < t:
+    """KM S(t); None when it is not estimable: no episode observed through turn t and the curve
+    has not already reached 0 (e.g. demo runs censored at T_max < t)."""
+    if episodes.is_empty():
         return None
-    return kaplan_meier(episodes["turns"].to_list(), (episodes["termination"] == "CONFLICT").to_list(), [t])[0]["survival"]
+    s = kaplan_meier(episodes["turns"].to_list(), (episodes["termination"] == "CONFLICT").to_list(), [t])[0]
+    if int(episodes["turns"].max()) < t and s["survival"] != 0.0:
+        return None
+    return s["survival"]
 
 
 def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataFrame:
@@ -79,13 +85,13 @@ def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataF
         horizon = t_max if t_max is not None else int(g["turns"].max())
         times = list(range(0, horizon + 1))
         km = kaplan_meier(g["turns"].to_list(), (g["termination"] == "CONFLICT").to_list(), times)
+        turns = g["turns"].to_list()
         for k in km:
-            rows.append({**key, **k, "raw_share_active": raw_share_active(g["turns"].to_list(),
-                                                                           g["termination"].to_list(), k["turn"]),
-                         "n_episodes": g.height})
+            rows.append({**key, **k, "n_active": n_active(turns, k["turn"]),
+                         "raw_share_active": raw_share_active(turns, k["turn"]), "n_episodes": g.height})
     schema = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, "turn": pl.Int64, "survival": pl.Float64,
-              "ci_lower": pl.Float64, "ci_upper": pl.Float64, "at_risk": pl.Int64, "raw_share_active": pl.Float64,
-              "n_episodes": pl.Int64}
+              "ci_lower": pl.Float64, "ci_upper": pl.Float64, "at_risk": pl.Int64, "n_active": pl.Int64,
+              "raw_share_active": pl.Float64, "n_episodes": pl.Int64}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -119,7 +125,27 @@ def cell_metrics(g: pl.DataFrame) -> dict[str, Any]:
         out[col] = 100.0 * sum(1 for t, ks in zip(term, kinds) if t == "CONFLICT" and kind in ks) / n
     for t in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID", "CENSORED"):
         out[f"pct_{t.lower()}"] = 100.0 * term.count(t) / n
+        out[f"n_{t.lower()}"] = term.count(t)
     out["survival_at_20"] = survival_at(g, SURVIVAL_HORIZON)
+    out["n_active_at_20"] = n_active(g["turns"].to_list(), SURVIVAL_HORIZON)
+    out["share_active_at_20"] = raw_share_active(g["turns"].to_list(), SURVIVAL_HORIZON)
+    out.update(_word_stats(g))
+    return out
+
+
+def _word_stats(g: pl.DataFrame) -> dict[str, float | None]:
+    """Words per response (the paper's length limits are prompt instructions, reported here)."""
+    out: dict[str, float | None] = {}
+    for who in ("narrator", "player"):
+        count_col = "narrator_responses" if who == "narrator" else "player_inputs"
+        if count_col not in g.columns:
+            out[f"{who}_words_mean"] = out[f"{who}_over_limit_pct"] = None
+            continue
+        sub = g.filter(pl.col(count_col).is_not_null() & (pl.col(count_col) > 0))
+        n = int(sub[count_col].sum()) if sub.height else 0
+        words = (sub[f"{who}_words_mean"] * sub[count_col]).sum() if n else None
+        out[f"{who}_words_mean"] = float(words) / n if n else None
+        out[f"{who}_over_limit_pct"] = 100.0 * float(sub[f"{who}_over_limit"].sum()) / n if n else None
     return out
 
 
@@ -134,7 +160,11 @@ _METRIC_SCHEMA = {"n_episodes": pl.Int64, "avg_turns": pl.Float64, "trajectory_p
                   "satisfied_pct": pl.Float64, "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
                   "pct_player_input_conflict": pl.Float64, "pct_conflict": pl.Float64, "pct_success": pl.Float64,
                   "pct_survival": pl.Float64, "pct_invalid": pl.Float64, "pct_censored": pl.Float64,
-                  "survival_at_20": pl.Float64}
+                  "n_conflict": pl.Int64, "n_success": pl.Int64, "n_survival": pl.Int64, "n_invalid": pl.Int64,
+                  "n_censored": pl.Int64, "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64,
+                  "share_active_at_20": pl.Float64, "narrator_words_mean": pl.Float64,
+                  "narrator_over_limit_pct": pl.Float64, "player_words_mean": pl.Float64,
+                  "player_over_limit_pct": pl.Float64}
 _SUMMARY_SCHEMA = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA}
 
 
@@ -157,7 +187,8 @@ def correlations(a: Sequence[float], b: Sequence[float]) -> dict[str, float | No
 
 
 def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
-    """Table 2 from (re-)audited episodes of several auditor configurations.
+    """Re-audit analysis (the second, cheaper counterpart of Table 2): stored transcripts replayed
+    by several auditor configurations. The paper's Table 2 itself is `auditor_ablation_table`.
 
     Rows `row_type = "auditor"`: Table-1 metrics per auditor (over all cells). Rows
     `row_type = "correlation"`: for each auditor pair and metric, Pearson and Spearman
@@ -182,6 +213,26 @@ def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
               "metric": pl.Utf8, "n_environments": pl.Int64, "pearson_r": pl.Float64, "pearson_p": pl.Float64,
               "spearman_rho": pl.Float64, "spearman_p": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
+
+
+ABLATION_SCHEMA = {"auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "n_episodes": pl.Int64,
+                   "avg_turns": pl.Float64, "trajectory_pct": pl.Float64, "satisfied_pct": pl.Float64,
+                   "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
+                   "pct_player_input_conflict": pl.Float64, "n_succ": pl.Int64, "n_success": pl.Int64,
+                   "n_survival": pl.Int64, "n_conflict": pl.Int64, "n_invalid": pl.Int64,
+                   "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64, "share_active_at_20": pl.Float64}
+
+
+def auditor_ablation_table(episodes: pl.DataFrame) -> pl.DataFrame:
+    """Paper Table 2 as run: one row per in-loop auditor of the live ablation cell (never pooled
+    over cells). `n_succ` is the paper's Succ.: runs that reached T_max or satisfied every
+    achievement commitment (`n_survival` + `n_success`)."""
+    rows = []
+    for key, g in _groups(episodes, ["auditor_id", "model", "arch"]):
+        m = cell_metrics(g)
+        rows.append({**key, **{k: m[k] for k in ABLATION_SCHEMA if k in m},
+                     "n_succ": m["n_success"] + m["n_survival"]})
+    return pl.DataFrame(rows, schema=ABLATION_SCHEMA)
 
 
 # ---- Table 7: genres -----------------------------------------------------------------------------

@@ -1,21 +1,15 @@
 """NCP-Bench episodes: narrator vs player, audited turn by turn (the paper's Algorithm 1).
 
-Turn 0 is an opening narration that starts at the first trajectory node (not audited:
-there is no player input yet). Then for t = 1..T_max:
+Turn 0 is the opening narration (its own prompt, starting at the first trajectory node); the
+facts it establishes are extracted by the auditor and applied together with turn 1, so the
+turn-1 audit sees them as pre-turn facts. Then for t = 1..T_max: player input (sees only the
+visible transcript; plain text) → narrator response → the audit of `audit.py` (fact update →
+conflict check given ΔF_t → [double-check] → node update → commitment status) → SUCCESS when
+every achievement commitment is satisfied; SURVIVAL at T_max; an output still invalid after
+the client's retries ends the run as INVALID (the role is recorded; never a conflict).
 
-1. player input (sees only the visible transcript), 2. narrator response,
-3. fact update + 4. conflict check by the auditor (both on the pre-turn ledger, sent
-together); every candidate conflict gets a second confirmation call, and a confirmed
-one ends the episode as CONFLICT with the turn's fact updates discarded; otherwise
-5. the diff is applied, the trajectory node is assessed (advance only when trigger AND
-key delta clearly occurred; at most one node per turn), then the pending commitments'
-statuses. 6. SUCCESS once every achievement commitment is satisfied; SURVIVAL at T_max;
-an output still invalid after the client's retries ends the run as INVALID (the role
-is recorded; never counted as a conflict).
-
-All episodes of a cell run in lockstep: each stage of a turn is one `complete_many`
-batch over every still-active episode. The audit stages (3–6) are shared with the
-re-audit (`reaudit.py`), which feeds them stored transcripts instead of live turns.
+All episodes of a cell run in lockstep: each stage of a turn is one `complete_many` batch over
+every still-active episode. The `memory` narrator is HiAgent (`memory.py`).
 """
 from __future__ import annotations
 
@@ -24,50 +18,44 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
-from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
+from wse_platform.llm.types import LLMResult, Sampling
+from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
 from wse_platform.ncp.ledger import FactLedger
-from wse_platform.ncp.memory import Exchange, HierarchicalMemory, render_exchanges
-from wse_platform.ncp.schemas import (CONFLICT_KINDS, CommitmentStatusUpdate, ConfirmationVerdict, ConflictReport,
-                                      FactDiff, MemorySummary, NarratorResponse, NodeAssessment, player_turn_model)
+from wse_platform.ncp.memory import MAX_RETRIEVE_DEPTH, HiAgentMemory
+from wse_platform.ncp.prompter import (AUDITOR_ROLES, ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK,  # noqa: F401
+                                       ROLE_CONFLICT_CONFIRM, ROLE_DOUBLE_CHECK, ROLE_FACT_UPDATE, ROLE_HIAGENT,
+                                       ROLE_MEMORY, ROLE_NARRATOR, ROLE_NODE_UPDATE, ROLE_OPENING, ROLE_PLAYER,
+                                       Prompter)
+from wse_platform.ncp.render import Exchange
+from wse_platform.ncp.schemas import (NARRATOR_MAX_WORDS, PLAYER_MAX_WORDS, FactDiff, PlayerTurn, word_count)
 from wse_platform.ncp.spec import NarrativeSpec, TrajectoryNode
-from wse_platform.prompts import get_prompt
 
 # Bump when the loop's semantics change (part of every episode row's generation_version).
-LOOP_VERSION = "ncp-loop-1"
-
-ROLE_PLAYER = {"adversarial": "ncp.player_adversarial", "natural": "ncp.player_natural"}
-ROLE_NARRATOR = "ncp.narrator"
-ROLE_MEMORY = "ncp.memory_summary"
-ROLE_FACT_UPDATE = "ncp.fact_update"
-ROLE_CONFLICT_CHECK = "ncp.conflict_check"
-ROLE_CONFLICT_CONFIRM = "ncp.conflict_confirm"
-ROLE_NODE_UPDATE = "ncp.node_update"
-ROLE_COMMITMENT_STATUS = "ncp.commitment_status"
-AUDITOR_ROLES = (ROLE_FACT_UPDATE, ROLE_CONFLICT_CHECK, ROLE_CONFLICT_CONFIRM, ROLE_NODE_UPDATE,
-                 ROLE_COMMITMENT_STATUS)
+LOOP_VERSION = "ncp-loop-2"
 AUDITOR_ID_ROLE = "ncp.auditor"  # JudgeConfig.judge_id(role) of an auditor configuration
 
 Termination = Literal["CONFLICT", "SUCCESS", "SURVIVAL", "INVALID", "CENSORED"]
-OPENING_INPUT = "(opening)"
 
 
 # ---- configuration ---------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Architecture:
-    """`<narrator>+<player>`: narrator `baseline` (full history) or `memory`; player mode."""
+    """`<narrator>+<player>`: narrator `baseline` (full history), `memory` (HiAgent) or `human`;
+    player mode `adversarial` / `natural`. `human-player` is a human typing the player's turns."""
 
     key: str
-    narrator: Literal["baseline", "memory"]
-    player: Literal["adversarial", "natural"]
+    narrator: Literal["baseline", "memory", "human"]
+    player: Literal["adversarial", "natural", "human"]
 
     @classmethod
     def parse(cls, key: str) -> "Architecture":
+        if key == "human-player":
+            return cls(key, "baseline", "human")
         narrator, sep, player = key.partition("+")
-        if not sep or narrator not in ("baseline", "memory") or player not in ROLE_PLAYER:
-            raise ValueError(f"unknown NCP architecture {key!r}: expected '<baseline|memory>+<adversarial|natural>'")
+        if not sep or narrator not in ("baseline", "memory", "human") or player not in ROLE_PLAYER:
+            raise ValueError(f"unknown NCP architecture {key!r}: expected '<baseline|memory|human>+"
+                             "<adversarial|natural>' or 'human-player'")
         return cls(key, narrator, player)  # type: ignore[arg-type]
 
 
@@ -75,7 +63,7 @@ class Architecture:
 class AuditorSetup:
     model: str
     prompt_version: str = "v1"
-    count: int = 1  # samples of the confirmation pass; a strict majority confirms
+    count: int = 1  # independent reviews of a flagged report; a strict majority keeps a conflict
 
     @property
     def auditor_id(self) -> str:
@@ -95,19 +83,19 @@ class EpisodeSetup:
     t_max: int
     sampling: Sampling = field(default_factory=Sampling)
     prompts_dir: str | None = None
-    memory_chunk: int = 8
     generation_version: str = LOOP_VERSION
 
     @classmethod
     def from_settings(cls, settings: Any, narrator_model: str, arch: str,
-                      generation_version: str | None = None) -> "EpisodeSetup":
+                      generation_version: str | None = None, auditor: Any = None) -> "EpisodeSetup":
         ncp = settings.ncp
-        missing = [k for k, v in (("ncp.player_model", ncp.player_model), ("ncp.auditor", ncp.auditor),
+        auditor = auditor if auditor is not None else ncp.auditor
+        missing = [k for k, v in (("ncp.player_model", ncp.player_model), ("ncp.auditor", auditor),
                                   ("ncp.t_max", ncp.t_max)) if v is None]
         if missing:
             raise ValueError(f"NCP episodes need {', '.join(missing)} in the configuration")
         return cls(narrator_model=narrator_model, arch=Architecture.parse(arch), player_model=ncp.player_model,
-                   auditor=AuditorSetup.from_judge(ncp.auditor), t_max=int(ncp.t_max), sampling=ncp.sampling,
+                   auditor=AuditorSetup.from_judge(auditor), t_max=int(ncp.t_max), sampling=ncp.sampling,
                    prompts_dir=settings.prompts_dir, generation_version=generation_version or LOOP_VERSION)
 
 
@@ -124,9 +112,9 @@ class EpisodeRun:
     ledger: FactLedger
     statuses: dict[str, dict[str, Any]]
     node_idx: int = 0
-    stage_start: int = 0                  # first turn played under the current node
     history: list[Exchange] = field(default_factory=list)
-    memory: HierarchicalMemory | None = None
+    pending: FactDiff | None = None       # opening updates, applied together with turn 1
+    memory: HiAgentMemory | None = None
     turn_rows: list[dict[str, Any]] = field(default_factory=list)
     termination: str | None = None
     last_turn: int = 0                    # last completed turn
@@ -136,8 +124,8 @@ class EpisodeRun:
 
     @classmethod
     def start(cls, spec: NarrativeSpec, model: str, arch: str, auditor_id: str,
-              memory: HierarchicalMemory | None = None) -> "EpisodeRun":
-        statuses = {c.id: {"status": "PENDING", "evidence": [], "turn": None} for c in spec.commitments}
+              memory: HiAgentMemory | None = None) -> "EpisodeRun":
+        statuses = {c.id: {"status": "PENDING", "reason": None, "turn": None} for c in spec.commitments}
         return cls(spec, model, arch, auditor_id, FactLedger.from_initial(spec.initial_facts), statuses,
                    memory=memory)
 
@@ -149,10 +137,6 @@ class EpisodeRun:
     def current_node(self) -> TrajectoryNode | None:
         return self.spec.trajectory[self.node_idx] if self.node_idx < len(self.spec.trajectory) else None
 
-    @property
-    def completed_nodes(self) -> list[str]:
-        return [n.id for n in self.spec.trajectory[: self.node_idx]]
-
     def achievements_satisfied(self) -> bool:
         ach = [c.id for c in self.spec.commitments if c.type == "achievement"]
         return bool(ach) and all(self.statuses[c]["status"] == "SATISFIED" for c in ach)
@@ -163,15 +147,28 @@ class EpisodeRun:
 
     def fail(self, result: LLMResult, turn: int, row: dict[str, Any] | None,
              last_completed: int | None = None) -> None:
-        """INVALID: a call stayed invalid after retries. Censored at the last completed turn
-        (turn - 1 unless the failing call came after the turn was fully audited)."""
+        """INVALID: a call stayed invalid after retries."""
         assert result.failure is not None
-        self.invalid_role = result.failure.role
-        self.invalid_message = f"{result.failure.error_kind}: {result.failure.message}"
+        self.fail_with(result.failure.role, f"{result.failure.error_kind}: {result.failure.message}", turn, row,
+                       last_completed)
+
+    def fail_with(self, role: str, message: str, turn: int, row: dict[str, Any] | None,
+                  last_completed: int | None = None) -> None:
+        """INVALID, censored at the last completed turn (turn - 1 unless said otherwise)."""
+        self.invalid_role = role
+        self.invalid_message = message
         if row is not None:
             row["outcome"] = "INVALID"
-            row["invalid_role"] = self.invalid_role
+            row["invalid_role"] = role
         self.end("INVALID", last_completed if last_completed is not None else max(turn - 1, 0))
+
+    def word_stats(self) -> dict[str, Any]:
+        narr = [r["narrator_words"] for r in self.turn_rows if r.get("narrator_text")]
+        play = [r["player_words"] for r in self.turn_rows if r.get("player_input")]
+        return {"narrator_responses": len(narr), "narrator_words_mean": sum(narr) / len(narr) if narr else None,
+                "narrator_over_limit": sum(w > NARRATOR_MAX_WORDS for w in narr),
+                "player_inputs": len(play), "player_words_mean": sum(play) / len(play) if play else None,
+                "player_over_limit": sum(w > PLAYER_MAX_WORDS for w in play)}
 
     def episode_row(self, generation_version: str) -> dict[str, Any]:
         n_nodes = len(self.spec.trajectory)
@@ -186,7 +183,7 @@ class EpisodeRun:
             "commitments_satisfied": satisfied, "commitments_total": n_comm,
             "commitments_satisfied_share": satisfied / n_comm if n_comm else 0.0,
             "invalid_role": self.invalid_role, "invalid_message": self.invalid_message,
-            "generation_version": generation_version,
+            **self.word_stats(), "generation_version": generation_version,
         }
 
 
@@ -197,279 +194,14 @@ def new_turn_row(run: EpisodeRun, turn: int, player_input: str | None, narrator_
         "player_input": player_input, "narrator_text": narrator_text, "fact_diff_json": None,
         "conflict_report_json": None, "node_assessment_json": None, "commitment_status_json": None,
         "ledger_snapshot_json": None, "memory_json": None, "outcome": None, "invalid_role": None,
-        "llm_call_ids": [],
+        "player_words": word_count(player_input) if player_input else None,
+        "narrator_words": word_count(narrator_text) if narrator_text else None, "llm_call_ids": [],
     }
 
 
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, sort_keys=True)
-
-
-# ---- prompt rendering ------------------------------------------------------------------------
-
-def _node_values(node: TrajectoryNode | None) -> dict[str, str]:
-    if node is None:
-        return {"node_id": "(none)", "node_description": "every planned stage is complete; continue the story "
-                                                         "consistently", "node_trigger": "-", "node_key_delta": "-"}
-    return {"node_id": node.id, "node_description": node.description, "node_trigger": node.trigger_event,
-            "node_key_delta": node.key_delta}
-
-
-def render_commitments(run: EpisodeRun, ids: list[str] | None = None, conditions: bool = True) -> str:
-    lines = []
-    for c in run.spec.commitments:
-        if ids is not None and c.id not in ids:
-            continue
-        status = run.statuses[c.id]["status"].lower()
-        line = f"{c.id} ({c.type}, {status}): {c.description}"
-        if conditions:
-            line += f" | satisfied when: {c.satisfaction_condition} | violated when: {c.violation_condition}"
-        lines.append(line)
-    return "\n".join(lines) or "(none)"
-
-
-def _completed(run: EpisodeRun) -> str:
-    return ", ".join(run.completed_nodes) or "(none)"
-
-
-class Prompter:
-    """Builds the requests of every role for one episode setup (prompt files + config)."""
-
-    def __init__(self, setup: EpisodeSetup):
-        self.setup = setup
-
-    def _req(self, role: str, model: str, version: str, output_model: type[BaseModel], run: EpisodeRun,
-             turn: int, n: int = 1, **values: Any) -> LLMRequest:
-        prompt = get_prompt(role, version, self.setup.prompts_dir)
-        return LLMRequest(role=role, model=model, messages=prompt.render(**values), sampling=self.setup.sampling,
-                          n=n, output_model=output_model, prompt_version=prompt.id,
-                          tags={"spec_id": run.spec.spec_id, "arch": run.arch, "turn": str(turn)})
-
-    def _aud(self, role: str, output_model: type[BaseModel], run: EpisodeRun, turn: int, n: int = 1,
-             **values: Any) -> LLMRequest:
-        a = self.setup.auditor
-        return self._req(role, a.model, a.prompt_version, output_model, run, turn, n=n, **values)
-
-    # generation roles
-    def player(self, run: EpisodeRun, turn: int) -> LLMRequest:
-        """Only the visible transcript: never facts, commitments or trajectory nodes."""
-        last = next((ex.player for ex in reversed(run.history) if ex.player is not None), None)
-        return self._req(ROLE_PLAYER[self.setup.arch.player], self.setup.player_model, "v1",
-                         player_turn_model(last), run, turn, player_role=run.spec.meta.player_role,
-                         history=render_exchanges(run.history), last_input=last or "(none yet)")
-
-    def narrator(self, run: EpisodeRun, turn: int, player_input: str | None) -> LLMRequest:
-        history = run.memory.render() if run.memory is not None else render_exchanges(run.history)
-        return self._req(ROLE_NARRATOR, self.setup.narrator_model, "v1", NarratorResponse, run, turn,
-                         player_role=run.spec.meta.player_role, commitments=render_commitments(run, conditions=False),
-                         facts=run.ledger.render_active(), history=history,
-                         player_input=player_input if player_input is not None else OPENING_INPUT,
-                         **_node_values(run.current_node))
-
-    def memory_summary(self, run: EpisodeRun, turn: int, node: TrajectoryNode, exchanges: list[Exchange],
-                       complete: bool) -> LLMRequest:
-        return self._req(ROLE_MEMORY, self.setup.narrator_model, "v1", MemorySummary, run, turn,
-                         node_id=node.id, node_description=node.description,
-                         stage_state="completed" if complete else "in progress", turns=render_exchanges(exchanges))
-
-    # auditor roles
-    def fact_update(self, run: EpisodeRun, turn: int, player_input: str, narrator_text: str) -> LLMRequest:
-        return self._aud(ROLE_FACT_UPDATE, FactDiff, run, turn, facts=run.ledger.render_active(),
-                         player_input=player_input, narrator_text=narrator_text)
-
-    def conflict_check(self, run: EpisodeRun, turn: int, player_input: str, narrator_text: str) -> LLMRequest:
-        return self._aud(ROLE_CONFLICT_CHECK, ConflictReport, run, turn, completed_nodes=_completed(run),
-                         commitments=render_commitments(run), facts=run.ledger.render_active(),
-                         player_input=player_input, narrator_text=narrator_text, **_node_values(run.current_node))
-
-    def conflict_confirm(self, run: EpisodeRun, turn: int, conflict: dict[str, Any], player_input: str,
-                         narrator_text: str) -> LLMRequest:
-        return self._aud(ROLE_CONFLICT_CONFIRM, ConfirmationVerdict, run, turn, n=self.setup.auditor.count,
-                         kind=conflict["kind"], target_id=conflict["target_id"],
-                         target_text=_target_text(run, conflict["target_id"], player_input),
-                         reason=conflict["reason"], completed_nodes=_completed(run),
-                         facts=run.ledger.render_active(), player_input=player_input, narrator_text=narrator_text,
-                         **_node_values(run.current_node))
-
-    def node_update(self, run: EpisodeRun, turn: int) -> LLMRequest:
-        stage = [ex for ex in run.history if ex.turn >= run.stage_start]
-        return self._aud(ROLE_NODE_UPDATE, NodeAssessment, run, turn, facts=run.ledger.render_active(),
-                         stage_turns=render_exchanges(stage), **_node_values(run.current_node))
-
-    def commitment_status(self, run: EpisodeRun, turn: int, pending: list[str], narrator_text: str) -> LLMRequest:
-        node = run.current_node
-        return self._aud(ROLE_COMMITMENT_STATUS, CommitmentStatusUpdate, run, turn, completed_nodes=_completed(run),
-                         node_id=node.id if node else "(all complete)", commitments=render_commitments(run, pending),
-                         facts=run.ledger.render_active(), narrator_text=narrator_text)
-
-
-def _target_text(run: EpisodeRun, target_id: str, player_input: str) -> str:
-    if target_id in run.ledger:
-        return run.ledger.get(target_id).content
-    for c in run.spec.commitments:
-        if c.id == target_id:
-            return f"{c.description} | violated when: {c.violation_condition}"
-    if target_id == "player_input":
-        return player_input
-    return "(unknown id)"
-
-
-# ---- the shared audit stages (3–6) -------------------------------------------------------------
-
-@dataclass
-class PendingTurn:
-    """A turn whose player input and narrator response exist and must now be audited."""
-
-    run: EpisodeRun
-    turn: int
-    player_input: str
-    narrator_text: str
-    row: dict[str, Any]
-
-
-def _calls(row: dict[str, Any], *results: LLMResult) -> None:
-    for r in results:
-        row["llm_call_ids"].extend(r.call_ids)
-
-
-def audit_turns(client: Any, prompter: Prompter, pending: list[PendingTurn]) -> None:
-    """Run steps 3–6 for a batch of turns (one per episode), mutating each run and its row."""
-    # 3 + 4: fact update and conflict check, both against the pre-turn state, in one batch.
-    reqs: list[LLMRequest] = []
-    for p in pending:
-        reqs += [prompter.fact_update(p.run, p.turn, p.player_input, p.narrator_text),
-                 prompter.conflict_check(p.run, p.turn, p.player_input, p.narrator_text)]
-    results = client.complete_many(reqs)
-    diffs: dict[int, FactDiff] = {}
-    flagged: list[tuple[PendingTurn, list[dict[str, Any]]]] = []
-    alive: list[PendingTurn] = []
-    for i, p in enumerate(pending):
-        diff_res, check_res = results[2 * i], results[2 * i + 1]
-        _calls(p.row, diff_res, check_res)
-        bad = next((r for r in (diff_res, check_res) if not r.ok), None)
-        if bad is not None:
-            p.run.fail(bad, p.turn, p.row)
-            continue
-        diffs[id(p)] = diff_res.output
-        p.row["fact_diff_json"] = _dump({"proposed": diff_res.output.model_dump(), "applied": None,
-                                         "discarded": False})
-        report: ConflictReport = check_res.output
-        conflicts = [dict(c.model_dump(), target_known=_target_text(p.run, c.target_id, "") != "(unknown id)",
-                          confirmed=None, review_reason=None) for c in report.conflicts]
-        p.row["conflict_report_json"] = _conflict_json(report.counts(), conflicts, double_checked=False)
-        (flagged.append((p, conflicts)) if conflicts else alive.append(p))
-
-    # 4b: confirmation pass, one request per candidate conflict.
-    confirm_reqs = [prompter.conflict_confirm(p.run, p.turn, c, p.player_input, p.narrator_text)
-                    for p, conflicts in flagged for c in conflicts]
-    confirm_res = client.complete_many(confirm_reqs) if confirm_reqs else []
-    k = 0
-    for p, conflicts in flagged:
-        res = confirm_res[k:k + len(conflicts)]
-        k += len(conflicts)
-        _calls(p.row, *res)
-        bad = next((r for r in res if not r.ok), None)
-        if bad is not None:
-            p.run.fail(bad, p.turn, p.row)
-            continue
-        for c, r in zip(conflicts, res):
-            votes = [v.confirmed for v in r.outputs]
-            c["confirmed"] = sum(votes) * 2 > len(votes)
-            c["review_reason"] = " / ".join(v.reason for v in r.outputs)
-        counts = {kind: sum(c["kind"] == kind for c in conflicts) for kind in CONFLICT_KINDS}
-        p.row["conflict_report_json"] = _conflict_json(counts, conflicts, double_checked=True)
-        confirmed = [c for c in conflicts if c["confirmed"]]
-        if confirmed:
-            # CONFLICT: the turn's candidate fact updates are discarded, the ledger stays pre-turn.
-            p.row["fact_diff_json"] = _dump({"proposed": diffs[id(p)].model_dump(), "applied": None,
-                                             "discarded": True})
-            p.row["ledger_snapshot_json"] = _dump(p.run.ledger.snapshot())
-            p.row["node_after"] = p.row["node_before"]
-            p.row["outcome"] = "CONFLICT"
-            p.run.conflict_kinds = sorted({c["kind"] for c in confirmed})
-            p.run.end("CONFLICT", p.turn)
-        else:
-            alive.append(p)
-
-    # 5: apply the diff (negated facts stay, inactive), then assess the current node.
-    for p in alive:
-        applied = p.run.ledger.apply(diffs[id(p)], p.turn)
-        p.row["fact_diff_json"] = _dump({"proposed": diffs[id(p)].model_dump(), "applied": applied.as_dict(),
-                                         "discarded": False})
-        p.run.history.append(Exchange(p.turn, p.player_input, p.narrator_text))
-    with_node = [p for p in alive if p.run.current_node is not None]
-    node_res = client.complete_many([prompter.node_update(p.run, p.turn) for p in with_node]) if with_node else []
-    still: list[PendingTurn] = [p for p in alive if p.run.current_node is None]
-    for p, r in zip(with_node, node_res):
-        _calls(p.row, r)
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row)
-            continue
-        a: NodeAssessment = r.output
-        p.row["node_assessment_json"] = _dump({"node_id": p.run.current_node.id, **a.model_dump(),
-                                               "advanced": a.advances})
-        if a.advances:
-            p.run.node_idx += 1
-            p.run.stage_start = p.turn + 1
-        still.append(p)
-
-    # 5b: commitment statuses of the still-pending commitments.
-    asks = [(p, [c for c, s in p.run.statuses.items() if s["status"] == "PENDING"]) for p in still]
-    asks_nonempty = [(p, ids) for p, ids in asks if ids]
-    status_res = client.complete_many([prompter.commitment_status(p.run, p.turn, ids, p.narrator_text)
-                                       for p, ids in asks_nonempty]) if asks_nonempty else []
-    by_id = {id(p): r for (p, _), r in zip(asks_nonempty, status_res)}
-    for p, ids in asks:
-        r = by_id.get(id(p))
-        if r is not None:
-            _calls(p.row, r)
-            if not r.ok:
-                p.run.fail(r, p.turn, p.row)
-                continue
-            updates = apply_status_update(p.run, r.output, ids, p.turn)
-        else:
-            updates = {"updates": [], "rejected": []}
-        p.row["commitment_status_json"] = _dump({**updates, "statuses": p.run.statuses})
-        p.row["ledger_snapshot_json"] = _dump(p.run.ledger.snapshot())
-        p.row["node_after"] = p.run.current_node.id if p.run.current_node else None
-        p.run.last_turn = p.turn
-        if p.run.achievements_satisfied():
-            p.row["outcome"] = "SUCCESS"
-            p.run.end("SUCCESS", p.turn)
-
-
-def _conflict_json(counts: dict[str, int], conflicts: list[dict[str, Any]], double_checked: bool) -> str:
-    reasons = [c["review_reason"] for c in conflicts if c.get("review_reason")]
-    return _dump({"counts": counts, "conflicts": conflicts, "double_checked": double_checked,
-                  "review_reason": " | ".join(reasons) if reasons else None,
-                  "confirmed_counts": {k: sum(bool(c.get("confirmed")) and c["kind"] == k for c in conflicts)
-                                       for k in CONFLICT_KINDS}})
-
-
-def apply_status_update(run: EpisodeRun, update: CommitmentStatusUpdate, asked: list[str], turn: int) -> dict[str, Any]:
-    """Apply SATISFIED verdicts that cite at least one real, active fact or completed node.
-
-    Satisfaction is monotone (a satisfied commitment stays satisfied). Verdicts for
-    commitments that were not asked, or SATISFIED without valid evidence, are kept in
-    `rejected` so the turn record shows what the auditor said and why it did not count.
-    """
-    completed = set(run.completed_nodes)
-    applied, rejected = [], []
-    for s in update.statuses:
-        if s.commitment_id not in asked:
-            rejected.append({**s.model_dump(), "reason": "not a pending commitment of this spec"})
-            continue
-        if s.status != "SATISFIED":
-            applied.append(s.model_dump())
-            continue
-        valid = [e for e in s.evidence
-                 if (e in run.ledger and run.ledger.get(e).active) or e in completed]
-        if not valid:
-            rejected.append({**s.model_dump(), "reason": "no cited id is an active fact or a completed node"})
-            continue
-        run.statuses[s.commitment_id] = {"status": "SATISFIED", "evidence": valid, "turn": turn}
-        applied.append(s.model_dump())
-    return {"updates": applied, "rejected": rejected}
+def set_text(row: dict[str, Any], column: str, text: str) -> None:
+    row[column] = text
+    row["narrator_words" if column == "narrator_text" else "player_words"] = word_count(text)
 
 
 # ---- the live loop -----------------------------------------------------------------------------
@@ -495,54 +227,56 @@ def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
     prompter = Prompter(setup)
     memory = setup.arch.narrator == "memory"
     runs = [EpisodeRun.start(s, setup.narrator_model, setup.arch.key, setup.auditor.auditor_id,
-                             HierarchicalMemory(setup.memory_chunk) if memory else None) for s in specs]
+                             HiAgentMemory() if memory else None) for s in specs]
 
-    # t = 0: the opening narration at the first node.
+    # t = 0: the opening narration at the first node, then the facts it establishes.
     rows = [new_turn_row(r, 0, None, None) for r in runs]
-    for run, row, res in zip(runs, rows, client.complete_many([prompter.narrator(r, 0, None) for r in runs])):
+    for run, row, res in zip(runs, rows, client.complete_many([prompter.opening(r) for r in runs])):
         run.turn_rows.append(row)
-        _calls(row, res)
+        add_calls(row, res)
         if not res.ok:
             run.fail(res, 0, row)
             continue
-        row["narrator_text"] = res.output.text
+        set_text(row, "narrator_text", res.output.text)
         row["node_after"] = row["node_before"]
-        row["ledger_snapshot_json"] = _dump(run.ledger.snapshot())
-        opening = Exchange(0, None, res.output.text)
-        run.history.append(opening)
+        row["ledger_snapshot_json"] = dump(run.ledger.snapshot())
+        run.history.append(Exchange(0, None, res.output.text))
         if run.memory is not None:
-            run.memory.add(opening)
+            run.memory.record(run.history[-1])
+    audit_openings(client, prompter, list(zip(runs, rows)))
 
     for t in range(1, setup.t_max + 1):
         active = [r for r in runs if not r.done]
         if not active:
             break
-        # 1. player
         rows = {id(r): new_turn_row(r, t, None, None) for r in active}
         for r in active:
             r.turn_rows.append(rows[id(r)])
+        # 1. player (plain text)
         inputs: dict[int, str] = {}
         for r, res in zip(active, client.complete_many([prompter.player(r, t) for r in active])):
-            _calls(rows[id(r)], res)
+            add_calls(rows[id(r)], res)
             if not res.ok:
                 r.fail(res, t, rows[id(r)])
                 continue
-            inputs[id(r)] = rows[id(r)]["player_input"] = res.output.text
+            text = PlayerTurn(text=res.output).text if str(res.output).strip() else ""
+            if not text:
+                r.fail_with(res.role, "empty_output: empty player input", t, rows[id(r)])
+                continue
+            inputs[id(r)] = text
+            set_text(rows[id(r)], "player_input", text)
         # 2. narrator
         active = [r for r in active if not r.done]
-        pending: list[PendingTurn] = []
-        for r, res in zip(active, client.complete_many([prompter.narrator(r, t, inputs[id(r)]) for r in active])):
-            _calls(rows[id(r)], res)
-            if not res.ok:
-                r.fail(res, t, rows[id(r)])
-                continue
-            rows[id(r)]["narrator_text"] = res.output.text
-            pending.append(PendingTurn(r, t, inputs[id(r)], res.output.text, rows[id(r)]))
-        # 3–6. audit
+        texts = narrate(client, prompter, active, t, inputs, rows)
+        pending = [PendingTurn(r, t, inputs[id(r)], texts[id(r)], rows[id(r)]) for r in active if id(r) in texts]
+        # 3–7. audit
         audit_turns(client, prompter, pending)
-        # memory variant: compress finished (or overlong) stages with the narrator's own model.
-        _compress_memories(client, prompter, [p for p in pending if not p.run.done and p.run.memory is not None], t)
-        for p in pending:
+        survivors = [p for p in pending if not p.run.done]
+        for p in survivors:
+            if p.run.memory is not None:
+                p.run.memory.record(p.run.history[-1])
+        summarise_subgoals(client, prompter, survivors)
+        for p in survivors:
             if not p.run.done and t == setup.t_max:
                 p.row["outcome"] = "SURVIVAL"
                 p.run.end("SURVIVAL", t)
@@ -551,32 +285,69 @@ def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
     return EpisodeBatchResult(runs, setup.generation_version)
 
 
-def _compress_memories(client: Any, prompter: Prompter, pending: list[PendingTurn], turn: int) -> None:
-    todo = []
-    for p in pending:
-        mem = p.run.memory
-        assert mem is not None
-        mem.add(Exchange(p.turn, p.player_input, p.narrator_text))
-        if turn == prompter.setup.t_max:
-            continue  # the episode ends now: nothing left to narrate from memory
-        advanced = p.row["node_before"] != p.row["node_after"]
-        node = p.run.spec.node(p.row["node_before"]) if p.row["node_before"] else None
-        if node is None:
+def narrate(client: Any, prompter: Prompter, runs: list[EpisodeRun], turn: int, inputs: dict[int, str],
+            rows: dict[int, dict[str, Any]]) -> dict[int, str]:
+    """The narrator step for a batch: one call for the baseline narrator; for HiAgent a control
+    step (new subgoal? narration or retrieve?), re-asked after a retrieve up to a bounded depth."""
+    out: dict[int, str] = {}
+    base = [r for r in runs if r.memory is None]
+    for r, res in zip(base, client.complete_many([prompter.narrator(r, turn, inputs[id(r)]) for r in base])
+                      if base else []):
+        add_calls(rows[id(r)], res)
+        if not res.ok:
+            r.fail(res, turn, rows[id(r)])
             continue
-        job = mem.pending(node.id, node.description, node_completed=advanced)
-        if job is not None:
-            todo.append((p, job))
-    if not todo:
+        out[id(r)] = res.output.text
+        set_text(rows[id(r)], "narrator_text", res.output.text)
+    todo = [r for r in runs if r.memory is not None]
+    steps: dict[int, list[dict[str, Any]]] = {id(r): [] for r in todo}
+    for depth in range(MAX_RETRIEVE_DEPTH + 1):
+        if not todo:
+            break
+        results = client.complete_many([prompter.hiagent(r, turn, inputs[id(r)]) for r in todo])
+        again = []
+        for r, res in zip(todo, results):
+            row = rows[id(r)]
+            add_calls(row, res)
+            if not res.ok:
+                r.fail(res, turn, row)
+                continue
+            step = res.output
+            steps[id(r)].append(step.model_dump())
+            if step.subgoal is not None:
+                r.memory.propose(step.subgoal, turn)
+            if step.text is not None:
+                out[id(r)] = step.text.strip()
+                set_text(row, "narrator_text", out[id(r)])
+            else:
+                unknown = r.memory.retrieve(step.retrieve)
+                if unknown or depth == MAX_RETRIEVE_DEPTH:
+                    why = f"no finished subgoal {unknown}" if unknown else "retrieve depth exceeded"
+                    r.fail_with(ROLE_HIAGENT, f"invalid_retrieve: {why}", turn, row)
+                else:
+                    again.append(r)
+            row["memory_json"] = dump({"steps": steps[id(r)], **r.memory.as_dict()})
+        todo = again
+    return out
+
+
+def summarise_subgoals(client: Any, prompter: Prompter, survivors: list[PendingTurn]) -> None:
+    """HiAgent: summarise each finished subgoal once, with the narrator's own model."""
+    jobs = [(p, s) for p in survivors if p.run.memory is not None for s in p.run.memory.unsummarised()]
+    if not jobs:
         return
-    results = client.complete_many([prompter.memory_summary(p.run, p.turn, p.run.spec.node(job.node_id),
-                                                            job.exchanges, job.complete) for p, job in todo])
-    for (p, job), r in zip(todo, results):
-        _calls(p.row, r)
+    results = client.complete_many([prompter.subgoal_summary(p.run, p.turn, s) for p, s in jobs])
+    for (p, s), r in zip(jobs, results):
+        add_calls(p.row, r)
+        if p.run.done:
+            continue
         if not r.ok:
             p.run.fail(r, p.turn, p.row, last_completed=p.turn)
             continue
-        seg = p.run.memory.commit(job, r.output.summary)  # type: ignore[union-attr]
-        p.row["memory_json"] = _dump({"new_segment": seg.as_dict(), **p.run.memory.as_dict()})  # type: ignore[union-attr]
+        s.summary = r.output.summary
+        before = json.loads(p.row["memory_json"]) if p.row["memory_json"] else {}
+        done = before.get("summarised", []) + [s.number]
+        p.row["memory_json"] = dump({**before, "summarised": done, **p.run.memory.as_dict()})
 
 
 # ---- warehouse frames --------------------------------------------------------------------------
@@ -589,12 +360,15 @@ def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
                "nodes_completed": pl.Int64, "nodes_total": pl.Int64, "trajectory_progress": pl.Float64,
                "commitments_satisfied": pl.Int64, "commitments_total": pl.Int64,
                "commitments_satisfied_share": pl.Float64, "invalid_role": pl.Utf8, "invalid_message": pl.Utf8,
+               "narrator_responses": pl.Int64, "narrator_words_mean": pl.Float64, "narrator_over_limit": pl.Int64,
+               "player_inputs": pl.Int64, "player_words_mean": pl.Float64, "player_over_limit": pl.Int64,
                "generation_version": pl.Utf8}
     turn = {"model": pl.Utf8, "arch": pl.Utf8, "spec_id": pl.Utf8, "auditor_id": pl.Utf8, "turn": pl.Int64,
             "node_before": pl.Utf8, "node_after": pl.Utf8, "player_input": pl.Utf8, "narrator_text": pl.Utf8,
             "fact_diff_json": pl.Utf8, "conflict_report_json": pl.Utf8, "node_assessment_json": pl.Utf8,
             "commitment_status_json": pl.Utf8, "ledger_snapshot_json": pl.Utf8, "memory_json": pl.Utf8,
-            "outcome": pl.Utf8, "invalid_role": pl.Utf8, "llm_call_ids": pl.List(pl.Utf8)}
+            "outcome": pl.Utf8, "invalid_role": pl.Utf8, "player_words": pl.Int64, "narrator_words": pl.Int64,
+            "llm_call_ids": pl.List(pl.Utf8)}
     return episode, turn
 
 

@@ -6,8 +6,9 @@ Stages (each one request per movie, batched over movies with `complete_many`):
    and a concrete key delta; consecutive nodes causally coupled; told from the player role's view;
 2. commitments — ordering / invariant gates written with the node ids of stage 1, observable and
    mutually exclusive satisfaction / violation conditions, no static background facts;
-3. initial facts — what the player role knows at t = 0 only, with explicit negative knowledge and an
-   initial value for every variable the commitments rely on.
+3. initial facts — given the whole trajectory and the commitments (as the paper's prompt), what the
+   player role knows at t = 0 only, with explicit negative knowledge and an initial value for every
+   variable the commitments rely on.
 
 The model writes no ids: ids are assigned here in output order (`s_N`, `c_N`, `f_N`), so the result
 is deterministic given the outputs and always validated into the same `NarrativeSpec` as the
@@ -189,6 +190,7 @@ def extract_specs(client, model: str, sources: Sequence[NarrativeSpec | tuple[Sp
     todo = sorted(commitments)
     reqs = [_request("facts", model, prompt_version, inputs[i][0].id, sampling, FactsDraft,
                      **_meta_values(*inputs[i]), first_node=render_trajectory(trajectories[i][:1]),
+                     trajectory=render_trajectory(trajectories[i]),
                      commitments=render_commitments(commitments[i])) for i in todo]
     for i, res in zip(todo, client.complete_many(reqs)):
         draft = _take(res, "facts", results[i])

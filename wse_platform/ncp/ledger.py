@@ -101,7 +101,7 @@ class FactLedger:
     def apply(self, diff: FactDiff, turn: int) -> AppliedDiff:
         """Negate first (ids refer to the pre-turn ledger), then add new facts."""
         out = AppliedDiff()
-        for fid in dict.fromkeys(diff.negate):
+        for fid in dict.fromkeys(diff.negate_facts):
             fact = self._facts.get(fid)
             if fact is None:
                 out.rejected.append({"item": fid, "reason": "unknown fact id"})
@@ -112,7 +112,7 @@ class FactLedger:
                 fact.negated_turn = turn
                 out.negated.append(fid)
         active_texts = {self._norm_of(f) for f in self.active()}
-        for content in diff.add:
+        for content in diff.add_facts:
             if _norm(content) in active_texts:
                 out.rejected.append({"item": content, "reason": "already an active fact"})
                 continue

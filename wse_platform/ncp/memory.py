@@ -1,103 +1,85 @@
-"""Narrator history: the full transcript (baseline) or hierarchical working memory (memory).
+"""HiAgent working memory for the `memory` narrator architecture (paper §5.5).
 
-Choice (documented for the `memory` architecture): in the spirit of HiAgent, trajectory
-nodes are the subgoals. Turns played while a node is current stay verbatim; when the
-node is completed (the auditor advances the trajectory), those turns are compressed
-into one summary by an LLM call of the *narrator's own model* (role
-``ncp.memory_summary``), as HiAgent lets the acting agent summarise a finished subgoal.
-So that a node the story is stuck on cannot grow the context without bound, the open
-turns are also compressed once they reach ``chunk_size`` (a partial summary of the
-same node). The narrator then sees: summaries of earlier stages + the open turns.
-A summary call that stays invalid after the client's retries ends the episode as
-INVALID (role ``ncp.memory_summary``), like any other call.
+HiAgent (Hu et al., 2025) lets the acting agent manage its own hierarchical working memory:
+it proposes a subgoal, acts under it, and when it proposes the next subgoal the finished one
+is summarised (by the agent's own model) into one line that replaces its detailed trajectory
+in the working memory. If a compressed trajectory matters again, the agent asks to retrieve
+it and sees it in full for the rest of the current subgoal. Subgoals are the narrator's own
+milestones: the auditor's node boundaries play no part (they are hidden evaluation state).
+
+This module holds the memory state and its rendering; the LLM calls (control step and
+summaries) are made by the episode loop through the one client.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_CHUNK_SIZE = 8
+from wse_platform.ncp.render import Exchange, interaction_history
 
-
-@dataclass(frozen=True)
-class Exchange:
-    """One visible turn: the player's input (None for the opening) and the narration."""
-
-    turn: int
-    player: str | None
-    narrator: str
-
-
-def render_exchanges(exchanges: list[Exchange]) -> str:
-    lines: list[str] = []
-    for ex in exchanges:
-        if ex.player is None:
-            lines.append(f"[Turn {ex.turn}] Narrator: {ex.narrator}")
-        else:
-            lines.append(f"[Turn {ex.turn}] Player: {ex.player}\n[Turn {ex.turn}] Narrator: {ex.narrator}")
-    return "\n".join(lines) or "(nothing yet)"
+MAX_RETRIEVE_DEPTH = 2  # re-asks per turn after `retrieve` (the reference: a bounded recursion)
 
 
 @dataclass
-class Segment:
-    node_id: str
+class Subgoal:
+    number: int                      # 1-based, what `retrieve` refers to
+    text: str
     first_turn: int
-    last_turn: int
-    summary: str
-    complete: bool  # False for a partial summary of a node still in progress
+    exchanges: list[Exchange] = field(default_factory=list)
+    summary: str | None = None       # set once the subgoal is finished and summarised
 
     def as_dict(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "first_turn": self.first_turn, "last_turn": self.last_turn,
-                "summary": self.summary, "complete": self.complete}
+        return {"number": self.number, "text": self.text, "first_turn": self.first_turn,
+                "turns": [ex.turn for ex in self.exchanges], "summary": self.summary}
 
 
 @dataclass
-class PendingCompression:
-    """The open turns to compress and the node they were played under."""
+class HiAgentMemory:
+    before: list[Exchange] = field(default_factory=list)   # opening and turns before the first subgoal
+    subgoals: list[Subgoal] = field(default_factory=list)
+    retrieved: set[int] = field(default_factory=set)        # expanded for the current subgoal
 
-    node_id: str
-    node_description: str
-    exchanges: list[Exchange]
-    complete: bool
+    @property
+    def current(self) -> Subgoal | None:
+        return self.subgoals[-1] if self.subgoals else None
 
+    def propose(self, text: str, turn: int) -> None:
+        """A new subgoal: the previous one is finished; retrieved expansions are dropped."""
+        self.subgoals.append(Subgoal(len(self.subgoals) + 1, text.strip(), turn))
+        self.retrieved = set()
 
-@dataclass
-class HierarchicalMemory:
-    chunk_size: int = DEFAULT_CHUNK_SIZE
-    segments: list[Segment] = field(default_factory=list)
-    open: list[Exchange] = field(default_factory=list)
+    def retrieve(self, numbers: list[int]) -> list[int]:
+        """Mark summarised subgoals to show in detail; returns the numbers that do not exist."""
+        finished = {s.number for s in self.subgoals[:-1]}
+        unknown = [n for n in numbers if n not in finished]
+        self.retrieved |= {n for n in numbers if n in finished}
+        return unknown
 
-    def add(self, exchange: Exchange) -> None:
-        self.open.append(exchange)
+    def record(self, exchange: Exchange) -> None:
+        (self.current.exchanges if self.current is not None else self.before).append(exchange)
 
-    def pending(self, node_id: str, node_description: str, node_completed: bool) -> PendingCompression | None:
-        """What to compress after a turn: all open turns when the node was completed, or
-        when they reached `chunk_size`; otherwise nothing."""
-        if not self.open:
-            return None
-        if node_completed or len(self.open) >= self.chunk_size:
-            return PendingCompression(node_id, node_description, list(self.open), node_completed)
-        return None
-
-    def commit(self, pending: PendingCompression, summary: str) -> Segment:
-        """Replace the compressed open turns by their summary."""
-        seg = Segment(pending.node_id, pending.exchanges[0].turn, pending.exchanges[-1].turn,
-                      summary, pending.complete)
-        self.segments.append(seg)
-        done = {ex.turn for ex in pending.exchanges}
-        self.open = [ex for ex in self.open if ex.turn not in done]
-        return seg
+    def unsummarised(self) -> list[Subgoal]:
+        """Finished subgoals still waiting for their one-line summary."""
+        return [s for s in self.subgoals[:-1] if s.summary is None]
 
     def render(self) -> str:
+        """The working memory the narrator sees instead of the full transcript."""
         parts = []
-        if self.segments:
-            parts.append("Earlier story, summarised by stage:")
-            for s in self.segments:
-                state = "completed" if s.complete else "in progress"
-                parts.append(f"- [{s.node_id}, turns {s.first_turn}-{s.last_turn}, {state}] {s.summary}")
-        parts.append("Recent turns (verbatim):")
-        parts.append(render_exchanges(self.open))
-        return "\n".join(parts)
+        if self.before:
+            parts.append("Before any subgoal:\n" + interaction_history(self.before))
+        for s in self.subgoals[:-1]:
+            if s.summary is not None and s.number not in self.retrieved:
+                parts.append(f"Subgoal {s.number} (finished, summarised): {s.text}\n  Summary: {s.summary}")
+            else:
+                parts.append(f"Subgoal {s.number} (finished, in detail): {s.text}\n"
+                             + interaction_history(s.exchanges))
+        cur = self.current
+        if cur is not None:
+            parts.append(f"Current subgoal {cur.number}: {cur.text}\n" + interaction_history(cur.exchanges))
+        else:
+            parts.append("No subgoal has been set yet.")
+        return "\n\n".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"segments": [s.as_dict() for s in self.segments], "open_turns": [ex.turn for ex in self.open]}
+        return {"before": [ex.turn for ex in self.before], "subgoals": [s.as_dict() for s in self.subgoals],
+                "retrieved": sorted(self.retrieved)}

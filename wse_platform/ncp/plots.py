@@ -1,4 +1,5 @@
-"""Survival curves (paper Figure 4): KM step curve with CI band + raw share still active."""
+"""NCP-Bench figures: survival curves (paper Figure 4), primary-genre distribution (Figure 3)
+and per-spec count histograms (Figure 6)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,11 +29,64 @@ def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Be
             ax.plot(g["turn"], g["raw_share_active"], linestyle=":", color=line.get_color(), alpha=0.8)
         ax.set_title(auditor, fontsize=9)
         ax.set_xlabel("turn")
-        ax.set_ylabel("survival (KM, solid) / raw share active (dotted)")
+        ax.set_ylabel("survival (KM, solid) / share active at t, turns >= t (dotted)")
         ax.set_ylim(-0.02, 1.02)
         if not sub.is_empty():
             ax.legend(fontsize=7, loc="lower left")
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def genre_shares(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """What Figure 3 draws: primary genre, number of specs and % of specs, largest first."""
+    g = breakdown.filter(pl.col("dimension") == "primary_genre").sort(["n", "category"], descending=[True, False])
+    return g.select("category", "n", (100.0 * pl.col("share")).alias("pct"))
+
+
+def plot_genre_distribution(breakdown: pl.DataFrame, path: str | Path) -> Path:
+    """Figure 3: share of specs per primary genre (from `ncp_spec_breakdown`), largest first."""
+    plt = _pyplot()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    g = genre_shares(breakdown)
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    shares = g["pct"].to_list()
+    bars = ax.bar(g["category"].to_list(), shares, color="#4C72B0")
+    for b, v in zip(bars, shares):
+        ax.annotate(f"{v:.0f}%", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
+                    fontsize=7)
+    ax.set_ylabel("% of specs")
+    ax.set_title(f"Primary genre of the {int(g['n'].sum()) if g.height else 0} NCP-Bench specs", fontsize=10)
+    ax.tick_params(axis="x", labelrotation=60, labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_count_histograms(counts: dict[str, list[int]], path: str | Path) -> Path:
+    """Figure 6: histograms of the per-spec numbers of facts, commitments and trajectory nodes."""
+    plt = _pyplot()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, len(counts), figsize=(4 * len(counts), 3.2), squeeze=False)
+    for ax, (name, values) in zip(axes[0], counts.items()):
+        if values:
+            ax.hist(values, bins=range(min(values), max(values) + 2), color="#55A868", edgecolor="white",
+                    align="left")
+        ax.set_title(f"{name.replace('_', ' ')} per movie", fontsize=10)
+        ax.set_xlabel(f"number of {name.replace('_', ' ')}")
+        ax.set_ylabel("count of specs")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

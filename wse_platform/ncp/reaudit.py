@@ -1,8 +1,11 @@
 """Re-audit stored NCP transcripts with another auditor configuration (paper Table 2).
 
-Only the auditor stages run (fact update, conflict check + confirmation, node update,
-commitment status) over the stored player inputs and narrator responses, turn by turn
-and in lockstep across episodes; the narrator and the player are never called. The
+This is the *second, cheaper* analysis of auditor sensitivity ("re-audit"): the paper's
+Table 2 runs live episodes with each auditor in the loop (`ablation.py`). Only the auditor
+stages run (opening fact extraction, then per turn fact update, conflict check,
+double-check, node update, commitment status) over the stored player inputs and narrator
+responses, turn by turn and in lockstep across episodes; the narrator and the player are
+never called. The
 replayed ledger, node and commitment state start again from the spec. The first
 confirmed conflict ends the replayed episode as CONFLICT; a transcript that runs out
 without one is censored at its last stored turn (CENSORED, or SURVIVAL when the stored
@@ -14,9 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from wse_platform.ncp.episode import (LOOP_VERSION, AuditorSetup, EpisodeBatchResult, EpisodeRun, EpisodeSetup,
-                                      Architecture, PendingTurn, Prompter, audit_turns, new_turn_row, _dump)
-from wse_platform.ncp.memory import Exchange
+from wse_platform.ncp.audit import PendingTurn, audit_openings, audit_turns, dump
+from wse_platform.ncp.episode import (LOOP_VERSION, Architecture, AuditorSetup, EpisodeBatchResult, EpisodeRun,
+                                      EpisodeSetup, new_turn_row)
+from wse_platform.ncp.prompter import Prompter
+from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.spec import NarrativeSpec
 
 
@@ -92,12 +97,13 @@ def reaudit(client: Any, specs: Mapping[str, NarrativeSpec], transcripts: list[T
         run = EpisodeRun.start(spec, tr.model, tr.arch, auditor.auditor_id)
         opening = next((s for s in tr.turns if s.turn == 0 and s.narrator_text is not None), None)
         row0 = new_turn_row(run, 0, None, opening.narrator_text if opening else None)
-        row0["ledger_snapshot_json"] = _dump(run.ledger.snapshot())
+        row0["ledger_snapshot_json"] = dump(run.ledger.snapshot())
         run.turn_rows.append(row0)
         if opening is not None:
             run.history.append(Exchange(0, None, opening.narrator_text))
         runs.append(run)
         plans[id(run)] = tr.replayable()
+    audit_openings(client, prompter, [(run, run.turn_rows[0]) for run in runs])
 
     horizon = max((len(p) for p in plans.values()), default=0)
     for t in range(1, horizon + 1):

@@ -1,57 +1,41 @@
 """Pydantic models of every LLM output an NCP-Bench episode consumes.
 
-The client validates raw outputs into these classes and retries on failure, so every
-rule that can be checked without episode state lives in a validator here (word limits,
-id shapes, evidence for a SATISFIED status). Rules that need episode state (does fact
-`f_7` exist?) are checked by the episode code and recorded, never silently dropped.
+Validity is what the paper validates: the JSON structure of each output (required fields,
+types, the closed sets of kinds and statuses, counts that agree with the listed conflicts,
+one status per commitment). Word limits (150 words per narration, 50 per player input) are
+instructions in the prompts and reported as statistics (`word_count`), never a reason to
+reject an output. Rules that need episode state (does fact `f_7` exist?) are checked by the
+episode code and recorded, never silently dropped.
+
+List caps appear only as JSON-schema hints (`json_schema_extra`) so grammar-constrained
+decoding of a tiny model must close its lists; pydantic does not enforce them.
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
-PLAYER_MAX_WORDS = 50
-NARRATOR_MAX_WORDS = 150
-SUMMARY_MAX_WORDS = 120
+PLAYER_MAX_WORDS = 50      # prompt instruction (reported as a statistic)
+NARRATOR_MAX_WORDS = 150   # prompt instruction (reported as a statistic)
 
-FACT_ID = r"^f_[0-9]+$"  # [0-9], not \d: llama.cpp grammars do not support \d
-COMMITMENT_ID = r"^c_[0-9]+$"
-EVIDENCE_ID = r"^[fs]_[0-9]+$"  # a fact id or a trajectory node id
 ConflictKind = Literal["fact", "commitment", "player_input"]
 CONFLICT_KINDS: tuple[str, ...] = ("fact", "commitment", "player_input")
-
-# Character caps go into the JSON schema (maxLength / maxItems), so grammar-constrained
-# decoding must close every string and list: a small model cannot ramble past max_tokens
-# into truncated JSON. They sit above the word limits, which validators enforce. Keep every
-# cap <= 1000: llama.cpp refuses larger repetitions in a grammar (and the process crashes).
-PLAYER_MAX_CHARS = 450
-NARRATOR_MAX_CHARS = 1000   # ~150 words of prose; a longer narration is retried like any invalid one
-SUMMARY_MAX_CHARS = 900
-SHORT_TEXT_CHARS = 400
-MAX_LIST_ITEMS = 12
-ShortText = Annotated[str, Field(max_length=SHORT_TEXT_CHARS)]
+COUNT_FIELDS = {"fact": "fact_conflict_count", "commitment": "commitment_conflict_count",
+                "player_input": "player_input_conflict_count"}
+_LIST_HINT = {"maxItems": 16}   # grammar hint only
 
 
-def word_count(text: str) -> int:
-    return len(text.split())
+def word_count(text: str | None) -> int:
+    return len(text.split()) if text else 0
 
 
-def _bounded_text(text: str, limit: int, what: str) -> str:
-    text = text.strip()
-    if not text:
+def _text(v: str, what: str) -> str:
+    v = v.strip()
+    if not v:
         raise ValueError(f"{what} is empty")
-    n = word_count(text)
-    if n > limit:
-        raise ValueError(f"{what} has {n} words; at most {limit} allowed")
-    return text
-
-
-def normalise_utterance(text: str) -> str:
-    """Case/spacing/punctuation-insensitive form used to detect a repeated player input."""
-    return re.sub(r"[^a-z0-9]+", " ", text.lower()).strip()
+    return v
 
 
 class _Out(BaseModel):
@@ -59,149 +43,194 @@ class _Out(BaseModel):
 
 
 class PlayerTurn(_Out):
-    """The player's next in-world input, first person, at most 50 words."""
+    """The player's next input. The player answers in plain text (as in the paper); the loop
+    wraps the non-empty text in this model."""
 
-    text: str = Field(max_length=PLAYER_MAX_CHARS)
+    text: str
 
     @field_validator("text")
     @classmethod
-    def _limit(cls, v: str) -> str:
-        return _bounded_text(v, PLAYER_MAX_WORDS, "player input")
-
-
-@lru_cache(maxsize=4096)
-def player_turn_model(last_input: str | None) -> type[PlayerTurn]:
-    """PlayerTurn that also rejects a repeat of `last_input` (so the client retries it).
-
-    Same class name and fields as PlayerTurn, hence the same JSON schema and cache key shape.
-    """
-    if not last_input:
-        return PlayerTurn
-    banned = normalise_utterance(last_input)
-
-    def _not_repeated(self: PlayerTurn) -> PlayerTurn:
-        if normalise_utterance(self.text) == banned:
-            raise ValueError("player input repeats the previous input verbatim")
-        return self
-
-    return create_model(  # type: ignore[call-overload]
-        "PlayerTurn", __base__=PlayerTurn, __doc__=PlayerTurn.__doc__,
-        __validators__={"_not_repeated": model_validator(mode="after")(_not_repeated)},
-    )
+    def _non_empty(cls, v: str) -> str:
+        return _text(v, "player input")
 
 
 class NarratorResponse(_Out):
-    """The narrator's second-person response, at most 150 words."""
+    """The narrator's second-person response (also the opening narration)."""
 
-    text: str = Field(max_length=NARRATOR_MAX_CHARS)
+    text: str
 
     @field_validator("text")
     @classmethod
-    def _limit(cls, v: str) -> str:
-        return _bounded_text(v, NARRATOR_MAX_WORDS, "narrator response")
+    def _non_empty(cls, v: str) -> str:
+        return _text(v, "narrator response")
 
 
 class FactDiff(_Out):
-    """Minimal ledger change implied by one turn: new fact statements and ids to negate."""
+    """The minimal ledger change a narration implies: new facts, ids of facts it ended, and why."""
 
-    add: list[ShortText] = Field(default_factory=list, max_length=MAX_LIST_ITEMS,
-                                 description="new durable atomic facts, one sentence each")
-    negate: list[Annotated[str, Field(max_length=12)]] = Field(default_factory=list, max_length=MAX_LIST_ITEMS,
-                                                               description="ids of active facts the turn made false")
+    add_facts: list[str] = Field(json_schema_extra=_LIST_HINT)
+    negate_facts: list[str] = Field(json_schema_extra=_LIST_HINT)
+    reason: str
 
-    @field_validator("add")
+    @field_validator("add_facts", "negate_facts")
     @classmethod
-    def _non_empty_facts(cls, v: list[str]) -> list[str]:
+    def _non_empty_items(cls, v: list[str]) -> list[str]:
         out = [s.strip() for s in v]
         if any(not s for s in out):
-            raise ValueError("a fact to add is empty")
+            raise ValueError("list items must be non-empty strings")
         return out
-
-    @field_validator("negate")
-    @classmethod
-    def _fact_ids(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if not re.match(FACT_ID, x.strip())]
-        if bad:
-            raise ValueError(f"negate must list fact ids like f_3; got {bad}")
-        return [x.strip() for x in v]
-
-
-class Conflict(_Out):
-    kind: ConflictKind
-    target_id: str = Field(max_length=40, description="fact id (f_N), commitment id (c_N) or 'player_input'")
-    reason: ShortText
 
     @field_validator("reason")
     @classmethod
     def _reason(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("a conflict needs a reason")
-        return v.strip()
+        return _text(v, "reason")
+
+    @classmethod
+    def empty(cls) -> "FactDiff":
+        return cls(add_facts=[], negate_facts=[], reason="(no pending updates)")
+
+
+class Conflict(_Out):
+    kind: ConflictKind
+    target_id: str = Field(description="violated fact id (f_N), commitment id (c_N), 'input' for a "
+                                       "player-input conflict, or 'response_internal'")
+    reason: str
+
+    @field_validator("target_id", "reason")
+    @classmethod
+    def _non_empty(cls, v: str) -> str:
+        return _text(v, "conflict field")
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.target_id)
 
 
 class ConflictReport(_Out):
-    """Candidate conflicts of the narrator's response (empty list = consistent)."""
+    """Conflict check: counts per kind, the total and the typed list; the counts must agree."""
 
-    conflicts: list[Conflict] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    fact_conflict_count: int = Field(ge=0)
+    commitment_conflict_count: int = Field(ge=0)
+    player_input_conflict_count: int = Field(ge=0)
+    total_conflict_count: int = Field(ge=0)
+    conflicts: list[Conflict] = Field(json_schema_extra=_LIST_HINT)
+
+    @model_validator(mode="after")
+    def _counts_agree(self):
+        if self.total_conflict_count != len(self.conflicts):
+            raise ValueError("total_conflict_count must equal the number of listed conflicts")
+        for kind, field in COUNT_FIELDS.items():
+            if getattr(self, field) != sum(c.kind == kind for c in self.conflicts):
+                raise ValueError(f"{field} does not match the listed conflicts")
+        return self
 
     def counts(self) -> dict[str, int]:
         return {k: sum(c.kind == k for c in self.conflicts) for k in CONFLICT_KINDS}
 
 
-class ConfirmationVerdict(_Out):
-    """Second, independent look at one candidate conflict."""
+class ConflictReview(ConflictReport):
+    """Double-check: one review of the whole initial report. `conflicts` is the minimal supported
+    set that stands (possibly narrowed or relabelled); `confirmed` says whether any stands."""
 
     confirmed: bool
-    reason: ShortText
-
-
-class NodeAssessment(_Out):
-    """Did the current trajectory node's trigger event and key delta both happen?"""
-
-    trigger_occurred: bool
-    key_delta_occurred: bool
-    ambiguous: bool = Field(description="true when the transcript does not clearly show both")
-    evidence: ShortText
-
-    @property
-    def advances(self) -> bool:
-        """Advance only on clear evidence of both; ambiguity never advances."""
-        return self.trigger_occurred and self.key_delta_occurred and not self.ambiguous
-
-
-class CommitmentStatus(_Out):
-    commitment_id: str = Field(pattern=COMMITMENT_ID)
-    status: Literal["PENDING", "SATISFIED"]
-    evidence: list[Annotated[str, Field(max_length=12)]] = Field(
-        default_factory=list, max_length=MAX_LIST_ITEMS, description="fact ids (f_N) and node ids (s_N)")
-
-    @field_validator("evidence")
-    @classmethod
-    def _ids(cls, v: list[str]) -> list[str]:
-        bad = [x for x in v if not re.match(EVIDENCE_ID, x.strip())]
-        if bad:
-            raise ValueError(f"evidence must cite fact or node ids (f_N, s_N); got {bad}")
-        return [x.strip() for x in v]
+    review_reason: str
 
     @model_validator(mode="after")
-    def _satisfied_needs_evidence(self) -> "CommitmentStatus":
-        if self.status == "SATISFIED" and not self.evidence:
-            raise ValueError(f"{self.commitment_id}: SATISFIED needs evidence ids")
+    def _confirmed_matches_list(self):
+        if self.confirmed != bool(self.conflicts):
+            raise ValueError("confirmed must be true exactly when at least one conflict is kept")
+        _text(self.review_reason, "review_reason")
         return self
 
 
+class Occurrence(_Out):
+    occurred: bool
+    reason: str
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        return _text(v, "reason")
+
+
+class NodeAssessment(_Out):
+    """Have the current node's trigger event and key delta occurred by the end of the turn?"""
+
+    trigger: Occurrence
+    delta: Occurrence
+
+    @property
+    def advances(self) -> bool:
+        """Both must have occurred; an ambiguous field is answered false (prompt rule)."""
+        return self.trigger.occurred and self.delta.occurred
+
+
+class CommitmentStatus(_Out):
+    commitment_id: str
+    status: Literal["SATISFIED", "PENDING"]
+    reason: str = Field(description="evidence, citing fact ids (f_N) and node ids (s_N)")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, v: str) -> str:
+        return _text(v, "reason")
+
+
 class CommitmentStatusUpdate(_Out):
-    """Statuses of the still-pending commitments after the turn."""
+    """One status for every commitment of the spec (the whole set is re-assessed each turn)."""
 
-    statuses: list[CommitmentStatus] = Field(default_factory=list, max_length=40)
+    statuses: list[CommitmentStatus] = Field(json_schema_extra={"maxItems": 40})
 
 
-class MemorySummary(_Out):
-    """Compressed record of the turns spent on one trajectory node (hierarchical memory)."""
+@lru_cache(maxsize=4096)
+def status_update_model(commitment_ids: tuple[str, ...]) -> type[CommitmentStatusUpdate]:
+    """CommitmentStatusUpdate that requires exactly one entry per id in `commitment_ids`
+    (no unknown, duplicate or missing id): the structure the reference implementation validates."""
+    expected = set(commitment_ids)
 
-    summary: str = Field(max_length=SUMMARY_MAX_CHARS)
+    def _one_per_commitment(self: CommitmentStatusUpdate) -> CommitmentStatusUpdate:
+        ids = [s.commitment_id for s in self.statuses]
+        unknown = sorted(set(ids) - expected)
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        missing = sorted(expected - set(ids))
+        if unknown or dup or missing:
+            raise ValueError(f"statuses: unknown {unknown}, duplicate {dup}, missing {missing}")
+        return self
+
+    return create_model(  # type: ignore[call-overload]
+        "CommitmentStatusUpdate", __base__=CommitmentStatusUpdate, __doc__=CommitmentStatusUpdate.__doc__,
+        __validators__={"_one_per_commitment": model_validator(mode="after")(_one_per_commitment)},
+    )
+
+
+# ---- HiAgent (memory architecture) ---------------------------------------------------------------
+
+class HiAgentStep(_Out):
+    """One HiAgent control output: optionally a new subgoal, then either the narration shown to
+    the player (`text`) or a request to expand summarised subgoals (`retrieve`, 1-based ids)."""
+
+    subgoal: str | None = None
+    text: str | None = None
+    retrieve: list[int] = Field(default_factory=list, json_schema_extra={"maxItems": 8})
+
+    @model_validator(mode="after")
+    def _one_action(self):
+        has_text = bool(self.text and self.text.strip())
+        if has_text == bool(self.retrieve):
+            raise ValueError("give exactly one action: a non-empty 'text' or a non-empty 'retrieve' list")
+        if self.subgoal is not None and not self.subgoal.strip():
+            raise ValueError("subgoal, when given, must be non-empty")
+        if any(i < 1 for i in self.retrieve):
+            raise ValueError("retrieve ids are 1-based subgoal numbers")
+        return self
+
+
+class SubgoalSummary(_Out):
+    """One-line summary of a finished subgoal's trajectory (HiAgent's working-memory entry)."""
+
+    summary: str
 
     @field_validator("summary")
     @classmethod
-    def _limit(cls, v: str) -> str:
-        return _bounded_text(v, SUMMARY_MAX_WORDS, "memory summary")
+    def _one_line(cls, v: str) -> str:
+        return " ".join(_text(v, "summary").split())

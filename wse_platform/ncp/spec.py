@@ -16,6 +16,7 @@ Two entry points:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -358,21 +359,26 @@ def read_index(index_path: str | Path) -> tuple[list[str], list[SpecProblem]]:
     return list(dict.fromkeys(ids)), problems
 
 
-def load_specs(dataset_dir: str | Path = NCP_DATASET_DIR,
-               include_warnings: bool = False) -> tuple[list[NarrativeSpec], list[SpecProblem]]:
+def load_specs(dataset_dir: str | Path = NCP_DATASET_DIR, include_warnings: bool = False,
+               exclude: Iterable[str] = ()) -> tuple[list[NarrativeSpec], list[SpecProblem]]:
     """All specs of a dataset in the evaluation order of its `index.yaml`; bad ones become problems.
 
     Layout: ``<dataset_dir>/index.yaml`` and ``<dataset_dir>/specs/<id>.yaml``. Without an index the
     files are taken in name order. Warnings (e.g. a commitment without a node mention) are only
-    returned when asked for; they never exclude a spec.
+    returned when asked for; they never exclude a spec. Spec ids in `exclude` are neither loaded
+    nor checked (they keep their evaluation-order position, so others do not move up); an
+    excluded id that the dataset does not have is an error (a typo must not go unnoticed).
     """
+    excluded = set(exclude)
     dataset_dir = Path(dataset_dir)
     spec_dir = dataset_dir / "specs"
     index_path = dataset_dir / "index.yaml"
     files = {p.stem: p for p in sorted(spec_dir.glob("*.yaml"))}
     problems: list[SpecProblem] = []
+    listed: list[str] = []
     if index_path.exists():
         order, problems = read_index(index_path)
+        listed = list(order)
         for sid in order:
             if sid not in files:
                 problems.append(SpecProblem(str(index_path), sid, "specs", f"no file {spec_dir / (sid + '.yaml')}"))
@@ -383,8 +389,14 @@ def load_specs(dataset_dir: str | Path = NCP_DATASET_DIR,
         order = [s for s in order if s in files]
     else:
         order = sorted(files)
+    problems = [p for p in problems if p.record_id not in excluded]
+    for sid in sorted(excluded - set(listed) - set(files)):
+        problems.append(SpecProblem(str(index_path if index_path.exists() else spec_dir), sid, "exclude",
+                                    "excluded spec id is not in the dataset"))
     specs: list[NarrativeSpec] = []
     for pos, sid in enumerate(order):
+        if sid in excluded:
+            continue
         spec, found = load_spec_file(files[sid])
         problems += found
         if spec is not None:

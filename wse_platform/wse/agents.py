@@ -34,14 +34,11 @@ ROLE_STORY = "wse.story_agent"
 ROLE_WORLD_MEMORY = "wse.world_memory_agent"
 GENERATION_ROLES = (ROLE_CA_CENTRALIZED, ROLE_CA_DISTRIBUTED, ROLE_WORLD_MODEL, ROLE_STORY, ROLE_WORLD_MEMORY)
 
-# Per-role output budgets (a few paragraphs of narrative, a short plan...). They bound the cost
-# of a runaway answer from a small model (an unclosed JSON string costs the whole budget, three
-# times with retries). Used only when `wse.sampling.max_tokens` is unset; a larger model
-# `sampling.max_tokens` wins.
-TOKEN_BUDGETS = {
-    ROLE_CA_CENTRALIZED: 320, ROLE_CA_DISTRIBUTED: 100, ROLE_WORLD_MODEL: 450, ROLE_STORY: 500,
-    ROLE_WORLD_MEMORY: 400, "wse.consistency_judge": 300, "wse.richness_judge": 700,
-}
+# Per-role output budgets (max_tokens) come from `wse.budgets` (defaults sized for paper-scale
+# outputs, `wse_platform.config.WSE_ROLE_BUDGETS`); they are explicit, so a model's own
+# `sampling.max_tokens` does not change them; `wse.sampling.max_tokens` overrides every role. An
+# answer cut by the budget is recorded by the LLM client as a failure of kind `truncated`.
+
 
 LANGUAGE_NAMES = {"en": "English", "nb": "Norwegian (Dano-Norwegian)", "no": "Norwegian", "da": "Danish",
                   "ru": "Russian", "sv": "Swedish", "zh": "Chinese", "de": "German", "fr": "French"}
@@ -121,13 +118,17 @@ def render_plan(plan: PlotPlan) -> str:
 
 
 # ---- requests ---------------------------------------------------------------------------
+def role_budget(settings: Settings, role: str) -> int:
+    """The configured output budget of a WSE role ("wse.story_agent" -> wse.budgets.story_agent)."""
+    return settings.wse.budgets[role.removeprefix("wse.")]
+
+
 def role_sampling(settings: Settings, model: str, role: str, seed: int | None = None) -> Sampling:
-    """Benchmark sampling, with a max_tokens large enough for the role's schema and an optional seed."""
+    """Benchmark sampling with the role's configured output budget and an optional seed."""
     base = settings.wse.sampling
-    model_max = settings.model(model).sampling.max_tokens
     updates: dict[str, object] = {}
     if base.max_tokens is None:
-        updates["max_tokens"] = max(model_max or 0, TOKEN_BUDGETS.get(role, 512))
+        updates["max_tokens"] = role_budget(settings, role)
     if seed is not None:
         updates["seed"] = seed
     return base.model_copy(update=updates)

@@ -4,24 +4,29 @@ Judges only ever see `blinded_view(...)`: the seed's start world, opening,
 language and the canon narratives with the player's actions — never the model,
 architecture, source family, internal agent outputs, memory, failures or costs.
 
+A judge is a panel (`wse.consistency_judges` / `wse.richness_judges`): members of
+any models, prompt versions and samplings; every verdict row names its member.
 Consistency is judged step by step across all trajectories of a cell (one
 `complete_many` batch per step). A step's verdict is the valid majority of the
-configured judges (2 of 3) among consistent/inconsistent votes; uncertain votes
-are kept but never form a majority. The first majority-inconsistent step is the
-trajectory's first contradiction T_inc (judging of that trajectory stops there).
-A step with no valid majority (a failed judge, a split, too many uncertain
-votes) gives no binary verdict: the trajectory is censored at the previous step.
+panel (2 of 3) among consistent/inconsistent votes; uncertain votes are kept but
+never form a majority. A step whose panel is incomplete (a member's output stayed
+invalid) gives no binary verdict either, as in the paper ("missing judge"). The
+first majority-inconsistent step is the trajectory's first contradiction T_inc
+(judging of that trajectory stops there); a step without a binary verdict censors
+the trajectory at the previous step (k - 1), reason missing_judge or no_majority.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
-from wse_platform.config import JudgeConfig, Settings
+from wse_platform.config import JudgePanel, Settings
 from wse_platform.llm.types import LLMRequest, LLMResult
 from wse_platform.prompts import get_prompt
 from wse_platform.wse.agents import language_name, role_sampling
@@ -58,21 +63,67 @@ class JudgedTrajectory:
         return len(self.steps)
 
 
+# Source-revealing names a judge must not see (besides each world's own title): the source
+# collections and games, and the authors of the adapted plays (Latin and native spellings).
+SOURCE_TERMS: tuple[str, ...] = (
+    "DraCor", "Smallville", "The Ville", "Into the Painting", "Into-the-Painting", "ITP", "Generative Agents",
+    "Henrik Ibsen", "Ibsen", "Anton Chekhov", "Chekhov", "Чехов", "William Shakespeare", "Shakespeare",
+    "August Strindberg", "Strindberg",
+)
+
+
+def neutral_world_label(seed: EpisodeSeed) -> str:
+    """The name judges see for the seed's world: stable per world, reveals nothing of its source."""
+    return "World " + hashlib.sha256(seed.world_id.encode()).hexdigest()[:4].upper()
+
+
+def blinding_terms(seed: EpisodeSeed) -> list[str]:
+    """The world title and SOURCE_TERMS, minus any that is (part of) a cast member's name: a judge must
+    see the characters' names, so the title "Hamlet" stays when Hamlet is in the cast."""
+    names = [c.name.casefold() for c in seed.cast]
+    terms = [seed.world_title, *SOURCE_TERMS]
+    return sorted({t for t in terms if t and not any(t.casefold() in n for n in names)}, key=len, reverse=True)
+
+
+def _blinding_pattern(terms: list[str]) -> re.Pattern[str] | None:
+    parts = [rf"(?<!\w){re.escape(t)}(?!\w)" if re.match(r"\w", t) else re.escape(t) for t in terms]
+    return re.compile("|".join(parts), re.IGNORECASE) if parts else None
+
+
+def _scrub(obj: Any, pattern: re.Pattern[str] | None, label: str) -> Any:
+    if pattern is None:
+        return obj
+    if isinstance(obj, str):
+        return pattern.sub(label, obj)
+    if isinstance(obj, dict):
+        return {k: _scrub(v, pattern, label) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_scrub(v, pattern, label) for v in obj]
+    return obj
+
+
 def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep]) -> dict[str, Any]:
-    """Everything a judge may see, as plain data (start world, opening, language, trajectory)."""
+    """Everything a judge may see, as plain data (start world, opening, language, trajectory).
+
+    The world is shown under a neutral label, and its title and the source/author names are
+    replaced by that label everywhere in the view (descriptions, opening, narratives), so no
+    source-revealing identifier reaches a judge."""
     view = seed.judge_view()
-    return {
+    label = neutral_world_label(seed)
+    out = _scrub({
         "language": view["language"],
         "initial_world": view["initial_world"],
         "opening": view["opening"],
         "steps": [{"step": s.step, "player_action": s.player_action, "narrative": s.narrative} for s in steps],
-    }
+    }, _blinding_pattern(blinding_terms(seed)), label)
+    out["initial_world"]["title"] = label
+    return out
 
 
 def _render_world(view: dict[str, Any]) -> str:
     w = view["initial_world"]
     names = {c["id"]: c["name"] for c in w["characters"]}
-    lines = [f"Title: {w['title']}", f"Setting: {w['setting']}", f"Time: {w['time']['label']} (day {w['time']['day']})",
+    lines = [f"World: {w['title']}", f"Setting: {w['setting']}", f"Time: {w['time']['label']} (day {w['time']['day']})",
              "Characters:"]
     for c in w["characters"]:
         who = "player character" if c.get("role") == "player" else "NPC"
@@ -95,43 +146,57 @@ def _render_steps(steps: list[dict[str, Any]]) -> str:
 
 
 # ---- requests ---------------------------------------------------------------------------
-def judge_seed(settings: Settings, judge: JudgeConfig, judge_index: int) -> int:
-    """Distinct, reproducible sampling seed per judge index."""
+def judge_seed(settings: Settings, judge: JudgePanel, judge_index: int) -> int:
+    """Distinct, reproducible sampling seed per panel member (a member's own sampling seed wins)."""
     base = settings.wse.sampling.seed
     if base is None:
-        base = settings.model(judge.model).sampling.seed or 0
+        base = settings.model(judge.members[judge_index].model).sampling.seed or 0
     return base + 1000 * (judge_index + 1)
 
 
-def consistency_request(settings: Settings, judge: JudgeConfig, traj: JudgedTrajectory, step: int,
+def member_sampling(settings: Settings, judge: JudgePanel, judge_index: int, role: str):
+    """The role's sampling for this member's model, with the member's own sampling merged over it."""
+    member = judge.members[judge_index]
+    base = role_sampling(settings, member.model, role, judge_seed(settings, judge, judge_index))
+    return member.sampling.merged_over(base) if member.sampling is not None else base
+
+
+def _member_tags(judge: JudgePanel, judge_index: int) -> dict[str, str]:
+    return {"judge_index": str(judge_index), "judge_member": judge.member_label(judge_index)}
+
+
+def consistency_request(settings: Settings, judge: JudgePanel, traj: JudgedTrajectory, step: int,
                         judge_index: int) -> LLMRequest:
-    """Judge `step` against the start world, opening and steps < `step` (no later steps: no hindsight)."""
+    """Member `judge_index` judges `step` against the start world, opening and steps < `step`
+    (no later steps: no hindsight)."""
+    member = judge.members[judge_index]
     view = blinded_view(traj.seed, traj.steps[:step])
-    prompt = get_prompt(CONSISTENCY_ROLE, judge.prompt_version, settings.prompts_dir)
+    prompt = get_prompt(CONSISTENCY_ROLE, member.prompt_version, settings.prompts_dir)
     messages = prompt.render(
         language=language_name(view["language"]), world=_render_world(view), opening=view["opening"],
         history=_render_steps(view["steps"][:-1]), step=step, current=_render_steps(view["steps"][-1:]),
     )
     return LLMRequest(
-        role=CONSISTENCY_ROLE, model=judge.model, messages=messages,
-        sampling=role_sampling(settings, judge.model, CONSISTENCY_ROLE, judge_seed(settings, judge, judge_index)),
+        role=CONSISTENCY_ROLE, model=member.model, messages=messages,
+        sampling=member_sampling(settings, judge, judge_index, CONSISTENCY_ROLE),
         output_model=consistency_verdict_model(step), prompt_version=prompt.id,
-        tags={"seed_id": traj.seed.seed_id, "step": str(step), "judge_index": str(judge_index)},
+        tags={"seed_id": traj.seed.seed_id, "step": str(step), **_member_tags(judge, judge_index)},
     )
 
 
-def richness_request(settings: Settings, judge: JudgeConfig, traj: JudgedTrajectory, judge_index: int) -> LLMRequest:
+def richness_request(settings: Settings, judge: JudgePanel, traj: JudgedTrajectory, judge_index: int) -> LLMRequest:
+    member = judge.members[judge_index]
     view = blinded_view(traj.seed, traj.steps)
-    prompt = get_prompt(RICHNESS_ROLE, judge.prompt_version, settings.prompts_dir)
+    prompt = get_prompt(RICHNESS_ROLE, member.prompt_version, settings.prompts_dir)
     messages = prompt.render(
         language=language_name(view["language"]), world=_render_world(view), opening=view["opening"],
         n_steps=traj.length, trajectory=_render_steps(view["steps"]),
     )
     return LLMRequest(
-        role=RICHNESS_ROLE, model=judge.model, messages=messages,
-        sampling=role_sampling(settings, judge.model, RICHNESS_ROLE, judge_seed(settings, judge, judge_index)),
+        role=RICHNESS_ROLE, model=member.model, messages=messages,
+        sampling=member_sampling(settings, judge, judge_index, RICHNESS_ROLE),
         output_model=richness_verdict_model(traj.length), prompt_version=prompt.id,
-        tags={"seed_id": traj.seed.seed_id, "judge_index": str(judge_index)},
+        tags={"seed_id": traj.seed.seed_id, **_member_tags(judge, judge_index)},
     )
 
 
@@ -148,14 +213,20 @@ def commitment_source(vote: ConsistencyVerdict, step: int) -> str | None:
 def aggregate_step(votes: list[ConsistencyVerdict | None], judge_count: int, step: int) -> dict[str, Any]:
     """Majority of `judge_count` judges (more than half, i.e. 2 of 3) among consistent/inconsistent votes.
 
-    `None` is a judge whose output stayed invalid. Uncertain votes count as valid
-    votes but support neither side. category/prior-source majorities are taken
-    over the inconsistent votes of a majority-inconsistent step.
+    `None` is a judge whose output stayed invalid: the panel is incomplete and the step
+    has no binary verdict, whatever the other votes say (the paper excludes steps with a
+    missing judge). Uncertain votes count as valid votes but support neither side.
+    category/prior-source majorities are taken over the inconsistent votes of a
+    majority-inconsistent step. `no_verdict_reason`: missing_judge | no_majority | None.
     """
     valid = [v for v in votes if v is not None]
     n = Counter(v.verdict for v in valid)
     need = judge_count // 2 + 1
-    majority = ("consistent" if n["consistent"] >= need else "inconsistent" if n["inconsistent"] >= need else None)
+    complete = len(valid) == judge_count
+    majority = None
+    if complete:
+        majority = ("consistent" if n["consistent"] >= need else "inconsistent" if n["inconsistent"] >= need
+                    else None)
     agree = min(CATEGORY_AGREEMENT, judge_count)
     category = source = None
     if majority == "inconsistent":
@@ -166,6 +237,7 @@ def aggregate_step(votes: list[ConsistencyVerdict | None], judge_count: int, ste
         "step": step, "n_valid_votes": len(valid), "n_consistent": n["consistent"],
         "n_inconsistent": n["inconsistent"], "n_uncertain": n["uncertain"], "majority": majority,
         "category_majority": category, "prior_source_majority": source,
+        "no_verdict_reason": None if majority else ("no_majority" if complete else "missing_judge"),
     }
 
 
@@ -175,18 +247,20 @@ def _agreed(values: list[str | None], agree: int) -> str | None:
     return top[0] if len(top) == 1 else None
 
 
-def first_contradiction(step_majorities: list[str | None], length: int) -> dict[str, Any]:
+def first_contradiction(step_majorities: list[str | None], length: int,
+                        reasons: list[str | None] | None = None) -> dict[str, Any]:
     """T_inc and censoring from the per-step majorities of steps 1, 2, ... (judging order).
 
-    Returns first_contradiction (None when none), censored_at (the last step with a
-    binary verdict before a step without majority) and censor_reason.
+    Returns first_contradiction (None when none), censored_at (k - 1 for the first step k
+    without a binary verdict: the trajectory leaves the KM risk set after its last binary
+    verdict) and censor_reason (`reasons[k-1]`: missing_judge / no_majority; default no_majority).
     """
     for k, m in enumerate(step_majorities, start=1):
         if m == "inconsistent":
             return {"length": length, "first_contradiction": k, "censored_at": None, "censor_reason": None}
         if m is None:
-            return {"length": length, "first_contradiction": None, "censored_at": k - 1,
-                    "censor_reason": "no_majority"}
+            why = (reasons[k - 1] if reasons and reasons[k - 1] else "no_majority")
+            return {"length": length, "first_contradiction": None, "censored_at": k - 1, "censor_reason": why}
     return {"length": length, "first_contradiction": None, "censored_at": None, "censor_reason": None}
 
 
@@ -200,7 +274,8 @@ class ConsistencyTables:
 
 VERDICT_SCHEMA = {
     "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "step": pl.Int64,
-    "judge_index": pl.Int64, "verdict": pl.Utf8, "category": pl.Utf8, "prior_fact": pl.Utf8,
+    "judge_index": pl.Int64, "judge_member": pl.Utf8, "judge_model": pl.Utf8, "verdict": pl.Utf8,
+    "category": pl.Utf8, "prior_fact": pl.Utf8,
     "prior_source": pl.Utf8, "prior_step": pl.Int64, "conflicting_claim": pl.Utf8, "exclusion_reason": pl.Utf8,
     "missing_transition": pl.Utf8, "failure_json": pl.Utf8, "vote_json": pl.Utf8,
     "llm_call_ids": pl.List(pl.Utf8), "generation_version": pl.Utf8,
@@ -209,6 +284,7 @@ STEP_SCHEMA = {
     "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "step": pl.Int64,
     "n_valid_votes": pl.Int64, "n_consistent": pl.Int64, "n_inconsistent": pl.Int64, "n_uncertain": pl.Int64,
     "majority": pl.Utf8, "category_majority": pl.Utf8, "prior_source_majority": pl.Utf8,
+    "no_verdict_reason": pl.Utf8,
 }
 TRAJECTORY_CONSISTENCY_SCHEMA = {
     "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "length": pl.Int64,
@@ -217,7 +293,8 @@ TRAJECTORY_CONSISTENCY_SCHEMA = {
 }
 RICHNESS_SCHEMA = {
     "judge_config_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "judge_index": pl.Int64,
-    "units_json": pl.Utf8, "n_units_non_repetitive": pl.Int64, "observed_steps": pl.Int64,
+    "judge_member": pl.Utf8, "judge_model": pl.Utf8, "units_json": pl.Utf8, "n_units_non_repetitive": pl.Int64,
+    "observed_steps": pl.Int64,
     "rating_event_diversity": pl.Int64, "rating_character_change": pl.Int64, "rating_world_expansion": pl.Int64,
     "failure_json": pl.Utf8, "llm_call_ids": pl.List(pl.Utf8), "generation_version": pl.Utf8,
 }
@@ -227,12 +304,14 @@ def _failure_json(res: LLMResult) -> str | None:
     return None if res.ok else res.failure.model_dump_json()
 
 
-def _verdict_row(judge_id: str, traj: JudgedTrajectory, step: int, judge_index: int, res: LLMResult) -> dict:
+def _verdict_row(judge: JudgePanel, judge_id: str, traj: JudgedTrajectory, step: int, judge_index: int,
+                 res: LLMResult) -> dict:
     v: ConsistencyVerdict | None = res.output if res.ok else None
     bad = v is not None and v.verdict == "inconsistent"   # details are only meaningful for inconsistent votes
     return {
         "judge_config_id": judge_id, "model": traj.model, "arch": traj.arch, "seed_id": traj.seed.seed_id,
-        "step": step, "judge_index": judge_index, "verdict": v.verdict if v else None,
+        "step": step, "judge_index": judge_index, "judge_member": judge.member_label(judge_index),
+        "judge_model": judge.members[judge_index].model, "verdict": v.verdict if v else None,
         "category": v.category if bad else None, "prior_fact": v.prior_fact if bad else None,
         "prior_source": v.prior_source if bad else None, "prior_step": v.prior_step if bad else None,
         "conflicting_claim": v.conflicting_claim if bad else None,
@@ -243,7 +322,7 @@ def _verdict_row(judge_id: str, traj: JudgedTrajectory, step: int, judge_index: 
     }
 
 
-def judge_consistency(client: CompletesMany, settings: Settings, judge: JudgeConfig,
+def judge_consistency(client: CompletesMany, settings: Settings, judge: JudgePanel,
                       trajectories: list[JudgedTrajectory]) -> ConsistencyTables:
     """Step-by-step consistency judging of a cell's trajectories (one batch per step)."""
     judge_id = judge.judge_id(CONSISTENCY_ROLE)
@@ -251,6 +330,7 @@ def judge_consistency(client: CompletesMany, settings: Settings, judge: JudgeCon
     verdict_rows: list[dict] = []
     step_rows: list[dict] = []
     majorities: dict[int, list[str | None]] = {i: [] for i in range(len(trajectories))}
+    reasons: dict[int, list[str | None]] = {i: [] for i in range(len(trajectories))}
     open_ids = [i for i, t in enumerate(trajectories) if t.length >= 1]
     step = 1
     while open_ids:
@@ -262,18 +342,19 @@ def judge_consistency(client: CompletesMany, settings: Settings, judge: JudgeCon
             traj = trajectories[i]
             chunk = results[pos * count:(pos + 1) * count]
             for j, res in enumerate(chunk):
-                verdict_rows.append(_verdict_row(judge_id, traj, step, j, res))
+                verdict_rows.append(_verdict_row(judge, judge_id, traj, step, j, res))
             agg = aggregate_step([r.output if r.ok else None for r in chunk], count, step)
             step_rows.append({"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch,
                               "seed_id": traj.seed.seed_id, **agg})
             majorities[i].append(agg["majority"])
+            reasons[i].append(agg["no_verdict_reason"])
             if agg["majority"] == "consistent" and step < traj.length:
                 still_open.append(i)
         open_ids = still_open
         step += 1
     traj_rows = []
     for i, traj in enumerate(trajectories):
-        res = first_contradiction(majorities[i], traj.length)
+        res = first_contradiction(majorities[i], traj.length, reasons[i])
         traj_rows.append({"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch,
                           "seed_id": traj.seed.seed_id, **res, "judged_steps": len(majorities[i]),
                           "generation_version": traj.generation_version})
@@ -288,9 +369,9 @@ def _normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def judge_richness(client: CompletesMany, settings: Settings, judge: JudgeConfig,
+def judge_richness(client: CompletesMany, settings: Settings, judge: JudgePanel,
                    trajectories: list[JudgedTrajectory]) -> pl.DataFrame:
-    """`judge.count` richness verdicts per trajectory with at least one narrated step."""
+    """One richness verdict per panel member and trajectory with at least one narrated step."""
     judge_id = judge.judge_id(RICHNESS_ROLE)
     todo = [t for t in trajectories if t.length >= 1]
     requests = [richness_request(settings, judge, t, j) for t in todo for j in range(judge.count)]
@@ -299,7 +380,8 @@ def judge_richness(client: CompletesMany, settings: Settings, judge: JudgeConfig
     for pos, res in enumerate(results):
         traj, j = todo[pos // judge.count], pos % judge.count
         row = {"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch, "seed_id": traj.seed.seed_id,
-               "judge_index": j, "observed_steps": traj.length, "failure_json": _failure_json(res),
+               "judge_index": j, "judge_member": judge.member_label(j), "judge_model": judge.members[j].model,
+               "observed_steps": traj.length, "failure_json": _failure_json(res),
                "llm_call_ids": list(res.call_ids), "generation_version": traj.generation_version,
                "units_json": None, "n_units_non_repetitive": None, "rating_event_diversity": None,
                "rating_character_change": None, "rating_world_expansion": None}
@@ -347,7 +429,7 @@ def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
 
 
 def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.DataFrame,
-                                     judge: JudgeConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+                                     judge: JudgePanel) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rebuild `wse_consistency_steps` and `wse_trajectory_consistency` of one cell from stored votes.
 
     Uses the same aggregation as the judging loop, so the derived tables can be rebuilt
@@ -368,6 +450,7 @@ def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.Da
             raise ValueError(f"wse_consistency_verdicts: {where} judged another generation ({sorted(stale)}) "
                              f"than the stored trajectory ({tr['generation_version']}); re-run the judge")
         majorities: list[str | None] = []
+        reasons: list[str | None] = []
         for step, group in rows.group_by("step", maintain_order=True):
             step = step[0]
             if group.height != judge.count or sorted(group["judge_index"].to_list()) != list(range(judge.count)):
@@ -380,6 +463,7 @@ def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.Da
             step_rows.append({"judge_config_id": judge_id, "model": tr["model"], "arch": tr["arch"],
                               "seed_id": sid, **agg})
             majorities.append(agg["majority"])
+            reasons.append(agg["no_verdict_reason"])
         steps_seen = rows["step"].unique().sort().to_list()
         if steps_seen != list(range(1, len(steps_seen) + 1)):
             raise ValueError(f"wse_consistency_verdicts: {where} has judged steps {steps_seen}, expected 1..k")
@@ -387,7 +471,7 @@ def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.Da
         if not finished:
             raise ValueError(f"wse_consistency_verdicts: {where} stops at step {len(majorities)} of L={length} "
                              "without a contradiction or a no-majority step; re-run the judge for this cell")
-        res = first_contradiction(majorities, length)
+        res = first_contradiction(majorities, length, reasons)
         traj_rows.append({"judge_config_id": judge_id, "model": tr["model"], "arch": tr["arch"], "seed_id": sid,
                           **res, "judged_steps": len(majorities), "generation_version": tr["generation_version"]})
     return (pl.DataFrame(step_rows, schema=STEP_SCHEMA),

@@ -100,3 +100,29 @@ def write_plots(cells: pl.DataFrame, frame: pl.DataFrame, horizon: int, out_dir:
         path.write_bytes(png)
         paths[name] = path
     return paths
+
+
+def cost_coverage_png(costs: pl.DataFrame) -> bytes:
+    """Fig. 11: generation tokens per trajectory (x) against G (y), one point per cell."""
+    cells = costs.filter(pl.col("row_kind") == "cell")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for model in sorted(cells["model"].unique().to_list()):
+        sub = cells.filter(pl.col("model") == model)
+        ax.scatter(sub["tokens_per_trajectory"].to_list(), sub["G"].to_list(), label=model, s=24)
+        for a, x, y in sub.select("arch", "tokens_per_trajectory", "G").iter_rows():
+            if x is not None and y is not None:
+                ax.annotate(a, (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+    ax.set_xlabel("generation tokens per trajectory")
+    ax.set_ylabel("G (%)")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def precursor_png(audit: pl.DataFrame) -> bytes:
+    """Table 3 (lower): share of first contradictions per possible precursor origin (scope all)."""
+    rows = audit.filter((pl.col("row_kind") == "summary") & (pl.col("scope") == "all"))
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.barh(rows["origin"].to_list(), rows["pct"].fill_null(0).to_list(), color="#4c72b0")
+    ax.set_xlabel("% of first contradictions")
+    ax.invert_yaxis()
+    return _png(fig)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from wse_platform.llm.errors import LLMInfrastructureError
 from wse_platform.llm.types import Message, Sampling
 
 _SEED_MOD = 2**31 - 1
@@ -48,7 +49,11 @@ class BackendCall:
 
 @dataclass
 class BackendResponse:
-    """`texts` has n entries unless `error` is set (transport/provider failure after retries)."""
+    """`texts` has n entries unless `error` is set (transport/provider failure after retries).
+
+    `infrastructure` marks an error that is not the model's (missing key, 401, no server
+    reachable): the client raises instead of recording a failure. `meta` is cached with the
+    texts; the keys the client reads are listed in META_KEYS."""
 
     texts: list[str] = field(default_factory=list)
     tokens_in: int = 0
@@ -57,12 +62,22 @@ class BackendResponse:
     error: str | None = None
     cost_usd: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)  # e.g. {"prompt_truncated_tokens": 120}
+    infrastructure: bool = False
+
+
+META_KEYS = {
+    "finish_reasons": "one per sample: 'stop', 'length' (cut by max_tokens), ... (None: not reported)",
+    "reasoning": "one per sample: a provider's separate reasoning text (None when there is none)",
+    "reasoning_tokens": "reasoning tokens the provider reported for the call",
+    "endpoint": "the api_base that answered (several endpoints per model)",
+    "prompt_truncated_tokens": "tokens cut from the prompt to fit the context window",
+}
 
 
 OnResult = Callable[[int, BackendResponse], None]
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(LLMInfrastructureError):
     """The runtime or model file is not installed: a setup problem, raised with the fix (not a failure)."""
 
 

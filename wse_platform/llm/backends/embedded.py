@@ -25,6 +25,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from wse_platform.llm.backends.base import (Backend, BackendCall, BackendResponse, BackendUnavailable, OnResult,
                                             sample_seed)
+from wse_platform.llm.backends.grammar_sampler import SAMPLER_TAG, grammar_check_sampling
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
@@ -185,10 +186,16 @@ class EmbeddedBackend(Backend):
         self.repeat_penalty = float(model.extra.get("repeat_penalty", 1.0))
         cap = model.extra.get("grammar_max_string_chars")
         self.max_string_chars = int(cap) if cap else None
+        # "check": sample, then ask the grammar about that one token (llama.cpp's own method,
+        # grammar_sampler.py); "mask": llama-cpp-python's grammar over the whole vocabulary per
+        # token (kept for bench/decoding_speed.py). Both emit only grammar-accepted tokens.
+        self.grammar_sampling = "check"
+        self.grammar_stats: dict[str, int] = {}
 
     def cache_namespace(self) -> str:
         # Options that change the answers are part of every cache key.
-        return f"embedded:ctx{self.n_ctx}:rp{self.repeat_penalty}:str{self.max_string_chars}"
+        sampler = SAMPLER_TAG if self.grammar_sampling == "check" else "mask"
+        return f"embedded:ctx{self.n_ctx}:rp{self.repeat_penalty}:str{self.max_string_chars}:{sampler}"
 
     def llama(self) -> Any:
         return load_llama(self.path, self.n_ctx, self.n_threads)
@@ -219,9 +226,10 @@ class EmbeddedBackend(Backend):
             log.warning("embedded %s: prompt for role %s shortened by %d tokens to fit n_ctx=%d",
                         self.path.name, call.role, removed, self.n_ctx)
         grammar = grammar_for(call, self.max_string_chars)
-        texts, tokens_in, tokens_out = [], 0, 0
+        texts, tokens_in, tokens_out, finish = [], 0, 0, []
         t0 = time.monotonic()
-        with INFERENCE_LOCK:
+        fast = grammar is not None and self.grammar_sampling == "check"
+        with INFERENCE_LOCK, (grammar_check_sampling(llm, self.grammar_stats) if fast else contextlib.nullcontext()):
             self.n_calls += 1
             for k in range(call.n):
                 r = llm.create_chat_completion(
@@ -229,7 +237,9 @@ class EmbeddedBackend(Backend):
                     top_p=1.0 if s.top_p is None else s.top_p, min_p=s.min_p or 0.0, max_tokens=max_tokens,
                     seed=sample_seed(call.seed, k), grammar=grammar, repeat_penalty=self.repeat_penalty)
                 texts.append(r["choices"][0]["message"]["content"] or "")
+                finish.append(r["choices"][0].get("finish_reason"))  # 'length' = cut by max_tokens
                 tokens_in = r["usage"]["prompt_tokens"]
                 tokens_out += r["usage"]["completion_tokens"]
+        meta["finish_reasons"] = finish
         return BackendResponse(texts=texts, tokens_in=tokens_in, tokens_out=tokens_out,
                                latency_s=time.monotonic() - t0, meta=meta)

@@ -1,10 +1,17 @@
 """Any provider litellm speaks (OpenAI, Anthropic, Gemini, OpenRouter, a vLLM server...).
 
 Calls run on one background asyncio loop (litellm's async HTTP clients must stay on
-one loop) with a per-backend semaphore. Rate limits, timeouts, connection errors and
-5xx are retried with exponential backoff; other provider errors become failed
-responses. The API key is read from the environment variable the config names, at
-call time, and is never stored, logged or cached.
+one loop) through a litellm `Router` with one deployment per configured endpoint
+(`api_base` may be a list): litellm spreads the requests (`router.routing_strategy`,
+default simple-shuffle; least-busy with `endpoint_concurrency`, which caps in-flight
+requests at that many per endpoint), cools a failing endpoint down and retries on another
+one (the survivors then absorb its share), and retries 429 / timeouts /
+5xx with its own backoff (`extra.max_retries`, `extra.retry_base_s`, `extra.timeout_s`).
+After those retries, errors are classified (see `classify`): missing key, 401/403/404 and
+no reachable server are infrastructure failures (the client fails the run); 429, timeouts,
+5xx and other provider errors are a `transport` failure of that request. The API key is
+read from the environment variable the config names; it is checked before every call and
+never logged, cached or written.
 
 Structured outputs (`extra.structured_output`): "json_schema" (OpenAI-style
 `response_format`), "json_object_schema" (`{"type": "json_object", "schema": ...}`,
@@ -25,6 +32,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
+from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
@@ -106,6 +114,32 @@ def build_kwargs(call: BackendCall, mode: str, model_id: str) -> dict[str, Any]:
     return kwargs
 
 
+_INFRA_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "APIConnectionError")
+MODEL_GROUP = "wse"
+_NO_SERVER = {"ConnectError", "ClientConnectorError", "ClientConnectorDNSError", "gaierror"}  # refused / no host
+
+
+def classify(err: BaseException, litellm: Any) -> bool:
+    """True when an error (after litellm's retries) is infrastructure, not this request's failure."""
+    if isinstance(err, LookupError):
+        return True  # the API key variable is not set
+    transient = tuple(getattr(litellm, n) for n in ("Timeout", "RateLimitError") if hasattr(litellm, n))
+    if transient and isinstance(err, transient):  # litellm's Timeout subclasses APIConnectionError
+        return False
+    infra = tuple(getattr(litellm, n) for n in _INFRA_ERRORS if hasattr(litellm, n))
+    if infra and isinstance(err, infra):
+        return True
+    # litellm reports a refused connection as InternalServerError("Connection error."): look at the cause
+    seen: set[int] = set()
+    x: BaseException | None = err
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        if isinstance(x, ConnectionRefusedError) or type(x).__name__ in _NO_SERVER:
+            return True
+        x = x.__cause__ or x.__context__
+    return False
+
+
 class LiteLLMBackend(Backend):
     name = "litellm"
 
@@ -113,37 +147,58 @@ class LiteLLMBackend(Backend):
         self.model = model
         self.litellm = _litellm()
         self.mode = structured_mode(model, self.litellm)
+        self.endpoints: list[str] = list(getattr(model, "api_bases", None) or
+                                         ([model.api_base] if isinstance(model.api_base, str) else []))
+        self.per_endpoint: int | None = getattr(model, "endpoint_concurrency", None)
+        if self.per_endpoint:  # in flight: per endpoint x endpoints, spread by least-busy routing
+            max_concurrency = self.per_endpoint * max(1, len(self.endpoints))
         self.max_concurrency = max_concurrency
         self.max_retries = int(model.extra.get("max_retries", 5))
         self.retry_base_s = float(model.extra.get("retry_base_s", 1.0))
         self.timeout_s = float(model.extra.get("timeout_s", 600.0))
+        self.reasoning: str | None = getattr(model, "reasoning", None)
         self.n_calls = 0
         self._sem: asyncio.Semaphore | None = None
-        self._retryable = tuple(getattr(self.litellm, n) for n in (
-            "RateLimitError", "Timeout", "APIConnectionError", "InternalServerError", "ServiceUnavailableError",
-            "BadGatewayError") if hasattr(self.litellm, n))
+        self._router: Any = None
 
     def cache_namespace(self) -> str:
-        return f"litellm:{self.mode}"  # the structured-output mode changes what is asked
+        # the structured-output mode and the reasoning mode change what is asked
+        return f"litellm:{self.mode}" + (f":reasoning={self.reasoning}" if self.reasoning else "")
 
-    # ---- credentials: read per call, never kept -------------------------------------------
-    def _auth(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.model.api_base:
-            out["api_base"] = self.model.api_base
-        if self.model.api_key_env:
-            key = os.environ.get(self.model.api_key_env)
-            if not key:
-                raise LookupError(f"environment variable {self.model.api_key_env} (API key for "
-                                  f"{self.model.model_id}) is not set")
-            out["api_key"] = key
-        elif self.model.api_base:
-            out["api_key"] = "no-key"  # OpenAI-compatible local servers need some key
-        return out
+    # ---- credentials: checked per call, never logged ---------------------------------------
+    def _key(self) -> str | None:
+        if not self.model.api_key_env:
+            return "no-key" if self.endpoints else None  # OpenAI-compatible local servers need some key
+        key = os.environ.get(self.model.api_key_env)
+        if not key:
+            raise LookupError(f"environment variable {self.model.api_key_env} (API key for "
+                              f"{self.model.model_id}) is not set")
+        return key
 
     def _scrub(self, text: str) -> str:
         key = os.environ.get(self.model.api_key_env) if self.model.api_key_env else None
         return text.replace(key, "***") if key else text
+
+    def router(self) -> Any:
+        """The litellm Router over this model's endpoints (built on first use, on the loop)."""
+        if self._router is None:
+            deployments = []
+            for base in self.endpoints or [None]:
+                params: dict[str, Any] = {"model": self.model.model_id, "timeout": self.timeout_s}
+                if base:
+                    params["api_base"] = base
+                key = self._key()
+                if key:
+                    params["api_key"] = key
+                deployments.append({"model_name": MODEL_GROUP, "litellm_params": params,
+                                    "model_info": {"id": base or self.model.model_id}})
+            # litellm's own max_parallel_requests rejects (429) instead of queueing, so the cap is
+            # our semaphore and least-busy routing keeps each endpoint near its share of it
+            options = {"routing_strategy": "least-busy" if self.per_endpoint else "simple-shuffle",
+                       "allowed_fails": 1, "cooldown_time": 30.0, **dict(getattr(self.model, "router", None) or {})}
+            self._router = self.litellm.Router(model_list=deployments, num_retries=self.max_retries,
+                                               retry_after=self.retry_base_s, timeout=self.timeout_s, **options)
+        return self._router
 
     # ---- batch ---------------------------------------------------------------------------
     def generate(self, calls: list[BackendCall], on_result: OnResult | None = None) -> list[BackendResponse]:
@@ -166,50 +221,78 @@ class LiteLLMBackend(Backend):
     async def _call(self, call: BackendCall) -> BackendResponse:
         t0 = time.monotonic()
         try:
-            kwargs = build_kwargs(call, self.mode, self.model.model_id)
+            self._key()  # a missing key is reported before anything is sent
+            kwargs = dict(build_kwargs(call, self.mode, self.model.model_id), model=MODEL_GROUP)
+            extra = reasoning_kwargs(self.model.model_id, self.reasoning, self.endpoints)
+            if "extra_body" in extra:
+                kwargs["extra_body"] = {**kwargs.get("extra_body", {}), **extra.pop("extra_body")}
+            kwargs.update(extra)
             try:
-                texts, tin, tout, cost = await self._request(kwargs)
+                got = await self._request(kwargs, call.model_id)
             except self.litellm.BadRequestError:
                 if call.n == 1:
                     raise
-                texts, tin, tout, cost = [], 0, 0, 0.0  # provider rejects n: one request per sample
-            for k in range(len(texts), call.n):  # some servers ignore n: fill the missing samples
-                one = dict(kwargs, n=1, seed=sample_seed(call.seed, k))
-                more, tin_k, tout_k, cost_k = await self._request(one)
-                texts += more[:1]
-                tin, tout = tin or tin_k, tout + tout_k
-                cost = None if cost is None or cost_k is None else cost + cost_k
+                got = _Got()  # provider rejects n: one request per sample
+            for k in range(len(got.texts), call.n):  # some servers ignore n: fill the missing samples
+                got.add(await self._request(dict(kwargs, n=1, seed=sample_seed(call.seed, k)), call.model_id))
         except Exception as err:  # after retries: a failed response, never an exception
             return BackendResponse(error=self._scrub(f"{type(err).__name__}: {err}"),
-                                   latency_s=time.monotonic() - t0)
-        return BackendResponse(texts=texts[: call.n], tokens_in=tin, tokens_out=tout,
-                               latency_s=time.monotonic() - t0, cost_usd=cost)
+                                   latency_s=time.monotonic() - t0, infrastructure=classify(err, self.litellm))
+        meta: dict[str, Any] = {"finish_reasons": got.finish[: call.n]}
+        if any(got.reasoning[: call.n]):
+            meta["reasoning"] = got.reasoning[: call.n]
+        if got.reasoning_tokens is not None:
+            meta["reasoning_tokens"] = got.reasoning_tokens
+        if got.endpoint:
+            meta["endpoint"] = got.endpoint
+        return BackendResponse(texts=got.texts[: call.n], tokens_in=got.tokens_in, tokens_out=got.tokens_out,
+                               latency_s=time.monotonic() - t0, cost_usd=got.cost, meta=meta)
 
-    async def _request(self, kwargs: dict[str, Any]) -> tuple[list[str], int, int, float | None]:
-        delay = self.retry_base_s
-        for attempt in range(self.max_retries + 1):
-            try:
-                self.n_calls += 1
-                resp = await self.litellm.acompletion(**kwargs, **self._auth(), num_retries=0,
-                                                      timeout=self.timeout_s)
-                break
-            except self._retryable as err:
-                if attempt >= self.max_retries:
-                    raise
-                log.info("litellm %s: %s; retrying in %.1fs", self.model.model_id, type(err).__name__, delay)
-                await asyncio.sleep(delay * (1 + random.random() * 0.25))
-                delay = min(delay * 2, 60.0)
-            except self.litellm.APIError as err:
-                if getattr(err, "status_code", 0) < 500 or attempt >= self.max_retries:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 60.0)
-        texts = [(c.message.content or "") for c in resp.choices]
+    async def _request(self, kwargs: dict[str, Any], model_id: str) -> "_Got":
+        self.n_calls += 1
+        resp = await self.router().acompletion(**kwargs)
+        got = _Got()
+        for c in resp.choices:
+            got.texts.append(c.message.content or "")
+            got.finish.append(getattr(c, "finish_reason", None))
+            got.reasoning.append(getattr(c.message, "reasoning_content", None) or None)
         usage = getattr(resp, "usage", None)
-        tin = int(getattr(usage, "prompt_tokens", 0) or 0)
-        tout = int(getattr(usage, "completion_tokens", 0) or 0)
-        try:
-            cost = float(self.litellm.completion_cost(completion_response=resp))
-        except Exception:  # unknown price (local servers, unmapped models)
-            cost = None
-        return texts, tin, tout, cost
+        got.tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+        got.tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        details = getattr(usage, "completion_tokens_details", None)
+        if getattr(details, "reasoning_tokens", None) is not None:
+            got.reasoning_tokens = int(details.reasoning_tokens)
+        hidden = getattr(resp, "_hidden_params", None) or {}
+        got.endpoint = hidden.get("api_base") or (hidden.get("model_id") if self.endpoints else None)
+        cost = hidden.get("response_cost")
+        if cost is None:
+            try:
+                cost = float(self.litellm.completion_cost(completion_response=resp, model=model_id))
+            except Exception:  # unknown price (local servers, unmapped models)
+                cost = None
+        got.cost = None if cost is None else float(cost)
+        return got
+
+
+class _Got:
+    """What one or more provider responses for one call returned."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.finish: list[str | None] = []
+        self.reasoning: list[str | None] = []
+        self.tokens_in = self.tokens_out = 0
+        self.reasoning_tokens: int | None = None
+        self.endpoint: str | None = None
+        self.cost: float | None = 0.0
+
+    def add(self, more: "_Got") -> None:
+        self.texts += more.texts[:1]
+        self.finish += more.finish[:1]
+        self.reasoning += more.reasoning[:1]
+        self.tokens_in = self.tokens_in or more.tokens_in
+        self.tokens_out += more.tokens_out
+        if more.reasoning_tokens is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + more.reasoning_tokens
+        self.endpoint = self.endpoint or more.endpoint
+        self.cost = None if self.cost is None or more.cost is None else self.cost + more.cost

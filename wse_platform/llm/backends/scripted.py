@@ -9,7 +9,9 @@ accounting) with this backend plugged in for a config model name:
 Per role, a string is returned for every sample; a list is consumed in order, one
 entry per sample, and its last entry repeats once exhausted; a callable gets the
 `BackendCall` and returns one text or a list of n texts. An `Exception` instance as
-an entry simulates a transport error. `calls` lists every call received.
+an entry simulates a transport error (an `LLMInfrastructureError` an infrastructure
+one: missing key, server down); `Cut("...")` a text cut by the token limit (finish
+reason `length`). `calls` lists every call received.
 """
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, Union
 
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult
+from wse_platform.llm.errors import LLMInfrastructureError
+
+
+class Cut(str):
+    """A scripted text the backend reports as cut by max_tokens (finish reason `length`)."""
 
 Entry = Union[str, Exception]
 Script = Union[Mapping[str, Any], Callable[[BackendCall], Any]]
@@ -81,12 +88,15 @@ class ScriptedBackend(Backend):
                 entries = self._next(call.role, call)
             err = next((e for e in entries if isinstance(e, Exception)), None)
             if err is not None:
-                resp = BackendResponse(error=f"{type(err).__name__}: {err}")
+                resp = BackendResponse(error=f"{type(err).__name__}: {err}",
+                                       infrastructure=isinstance(err, LLMInfrastructureError))
             else:
                 texts = [str(e) for e in entries]
                 prompt_words = sum(len(m.get("content", "").split()) for m in call.messages)
                 resp = BackendResponse(texts=texts, tokens_in=prompt_words,
-                                       tokens_out=sum(len(t.split()) for t in texts))
+                                       tokens_out=sum(len(t.split()) for t in texts),
+                                       meta={"finish_reasons": ["length" if isinstance(e, Cut) else "stop"
+                                                                for e in entries]})
             out.append(resp)
             if on_result is not None:
                 on_result(i, resp)

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, BackendUnavailable, OnResult
+from wse_platform.llm.reasoning import chat_template_kwargs
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
@@ -68,6 +69,11 @@ class VLLMBackend(Backend):
         self.model = model
         self.n_calls = 0
         self.chat_template_kwargs = {k: model.extra[k] for k in CHAT_TEMPLATE_KEYS if k in model.extra}
+        self.reasoning: str | None = getattr(model, "reasoning", None)
+        self.chat_template_kwargs.update(chat_template_kwargs(self.reasoning))  # `reasoning` wins over extra
+
+    def cache_namespace(self) -> str:
+        return "vllm" + (f":reasoning={self.reasoning}" if self.reasoning else "")
 
     def engine(self) -> Any:
         vllm = _vllm()
@@ -93,7 +99,9 @@ class VLLMBackend(Backend):
             out = [BackendResponse(texts=[o.text for o in ro.outputs],
                                    tokens_in=len(ro.prompt_token_ids or []),
                                    tokens_out=sum(len(o.token_ids) for o in ro.outputs),
-                                   latency_s=latency) for ro in outputs]
+                                   latency_s=latency,
+                                   meta={"finish_reasons": [getattr(o, "finish_reason", None) for o in ro.outputs]})
+                   for ro in outputs]
         for i, resp in enumerate(out):
             if on_result is not None:
                 on_result(i, resp)

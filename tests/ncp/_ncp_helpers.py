@@ -1,0 +1,136 @@
+"""Shared scripted outputs and a toy spec for the NCP loop tests (scripted backend, real client)."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from wse_platform.ncp.episode import (ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK,
+                                      ROLE_FACT_UPDATE, ROLE_HIAGENT, ROLE_MEMORY, ROLE_NARRATOR, ROLE_NODE_UPDATE,
+                                      ROLE_OPENING)
+from wse_platform.ncp.spec import NarrativeSpec
+
+PLAYER = "ncp.player_adversarial"
+COUNT_FIELDS = {"fact": "fact_conflict_count", "commitment": "commitment_conflict_count",
+                "player_input": "player_input_conflict_count"}
+
+
+def diff(add=(), negate=(), reason="only durable changes") -> str:
+    return json.dumps({"add_facts": list(add), "negate_facts": list(negate), "reason": reason})
+
+
+def conflicts_json(*items: tuple[str, str, str], **extra) -> str:
+    """A conflict report (or review, with `confirmed`/`review_reason` in extra) with agreeing counts."""
+    out = {f: sum(k == kind for k, _, _ in items) for kind, f in COUNT_FIELDS.items()}
+    out["total_conflict_count"] = len(items)
+    out["conflicts"] = [{"kind": k, "target_id": t, "reason": r} for k, t, r in items]
+    out.update(extra)
+    return json.dumps(out)
+
+
+def review(*items: tuple[str, str, str], reason: str = "checked") -> str:
+    return conflicts_json(*items, confirmed=bool(items), review_reason=reason)
+
+
+def node(trigger: bool, delta: bool) -> str:
+    return json.dumps({"trigger": {"occurred": trigger, "reason": "t"}, "delta": {"occurred": delta, "reason": "d"}})
+
+
+def statuses(ids=("c_0", "c_1"), satisfied=()) -> str:
+    return json.dumps({"statuses": [{"commitment_id": c, "status": "SATISFIED" if c in satisfied else "PENDING",
+                                     "reason": "see f_0"} for c in ids]})
+
+
+NONE_DIFF = diff()
+NO_CONFLICT = conflicts_json()
+NODE_NO = node(False, False)
+NODE_YES = node(True, True)
+ALL_PENDING = statuses()
+
+
+def make_spec(spec_id: str = "m0", genre: str = "Mystery") -> NarrativeSpec:
+    return NarrativeSpec.model_validate({
+        "meta": {"id": spec_id, "title": "The Manor", "genres": [genre, "Drama"], "player_role": "Detective Lane"},
+        "synopsis": "A detective opens a vault in an old manor.",
+        "initial_facts": [
+            {"id": "f_0", "content": "The vault door is locked.", "negated": False},
+            {"id": "f_1", "content": "The butler hides a silver key in his coat.", "negated": False},
+            {"id": "f_2", "content": "The garden gate stands open.", "negated": True},
+        ],
+        "commitments": [
+            {"id": "c_0", "type": "achievement", "description": "Lane must open the vault by s_1.",
+             "satisfaction_condition": "The vault is open at s_1.", "violation_condition": "The vault is destroyed."},
+            {"id": "c_1", "type": "ordering", "description": "The key is found at s_0 before the vault opens at s_1.",
+             "satisfaction_condition": "s_0 precedes s_1.", "violation_condition": "The vault opens before s_0."},
+        ],
+        "trajectory": [
+            {"id": "s_0", "description": "Lane searches the manor hall.", "trigger_event": "The butler drops a key.",
+             "key_delta": "Lane holds the silver key."},
+            {"id": "s_1", "description": "Lane opens the vault with the key.", "trigger_event": "Lane turns the key.",
+             "key_delta": "The vault stands open."},
+        ],
+    })
+
+
+DEFAULTS = {ROLE_OPENING: '{"text": "You stand in the hall of the manor."}',
+            ROLE_NARRATOR: '{"text": "You stand in the hall."}', ROLE_FACT_UPDATE: NONE_DIFF,
+            ROLE_CONFLICT_CHECK: NO_CONFLICT, ROLE_DOUBLE_CHECK: review(reason="nothing stands"),
+            ROLE_NODE_UPDATE: NODE_NO, ROLE_COMMITMENT_STATUS: ALL_PENDING,
+            ROLE_HIAGENT: '{"text": "You stand in the hall."}',
+            ROLE_MEMORY: '{"summary": "Lane searched the hall and found the key."}'}
+
+
+class Script:
+    """Per-role output queues (the last entry repeats); players get fresh plain-text inputs."""
+
+    def __init__(self, **queues: list[str]):
+        self.queues = {k.replace("__", "."): list(v) for k, v in queues.items()}
+        self.n_player = 0
+
+    def __call__(self, call) -> list[str]:
+        return [self.one(call) for _ in range(call.n)]
+
+    def one(self, call) -> str:
+        q = self.queues.get(call.role)
+        if q is None:
+            if call.role.startswith("ncp.player"):
+                self.n_player += 1
+                return f"I try move number {self.n_player}."
+            return DEFAULTS[call.role]
+        return q.pop(0) if len(q) > 1 else q[0]
+
+
+def text_of(call) -> str:
+    return "\n".join(m["content"] for m in call.messages)
+
+
+class Recorder:
+    """Wraps the client: records every `LLMRequest` (with its tags) and each batch's roles and size."""
+
+    def __init__(self, client):
+        self.client = client
+        self.requests: list = []
+        self.batches: list[tuple[tuple[str, ...], int]] = []
+
+    def complete_many(self, reqs):
+        self.requests.extend(reqs)
+        self.batches.append((tuple(sorted({r.role for r in reqs})), len(reqs)))
+        return self.client.complete_many(reqs)
+
+    def of(self, role: str, turn: int | None = None) -> list:
+        return [r for r in self.requests if r.role == role and (turn is None or r.tags.get("turn") == str(turn))]
+
+
+@lru_cache(maxsize=1)
+def released_specs() -> tuple[NarrativeSpec, ...]:
+    """The 100 released specs, parsed once per test process with libyaml (fast) and validated into
+    NarrativeSpec; the full loader (`load_specs`, its own tests) is not needed for figures/budgets."""
+    import yaml
+
+    from wse_platform.ncp.spec import NCP_DATASET_DIR, read_index
+
+    order, _ = read_index(NCP_DATASET_DIR / "index.yaml")
+    out = []
+    for spec_id in order:
+        with open(NCP_DATASET_DIR / "specs" / f"{spec_id}.yaml", encoding="utf-8") as fh:
+            out.append(NarrativeSpec.model_validate(yaml.load(fh, Loader=yaml.CSafeLoader)))
+    return tuple(out)

@@ -1,0 +1,104 @@
+"""The `memory` narrator is HiAgent: own subgoals, one-line summaries of finished subgoals in
+working memory, retrieval of a summarised subgoal's detailed turns (scripted backend)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.ncp._ncp_helpers import NODE_YES, Recorder, Script, make_spec, text_of
+from wse_platform.config import settings_from_dict
+from wse_platform.llm import LLMClient, ScriptedBackend
+from wse_platform.ncp.episode import (ROLE_HIAGENT, ROLE_MEMORY, ROLE_NARRATOR, Architecture, AuditorSetup,
+                                      EpisodeSetup, run_episodes)
+from wse_platform.ncp.memory import HiAgentMemory
+from wse_platform.ncp.render import Exchange
+
+T1 = "You search the hall; the butler drops a silver key at your feet."
+T2 = "You face the iron vault door."
+T3 = "You remember the key's weight in your palm."
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return settings_from_dict({"cache_dir": str(tmp_path / "cache"), "warehouse_path": str(tmp_path / "wh.duckdb")})
+
+
+def run(settings, script, t_max=3):
+    backend = ScriptedBackend(script)
+    client = Recorder(LLMClient(settings, backends={"narr": backend, "player": backend, "aud": backend},
+                                progress=False))
+    setup = EpisodeSetup(narrator_model="narr", arch=Architecture.parse("memory+adversarial"), player_model="player",
+                         auditor=AuditorSetup("aud"), t_max=t_max)
+    return run_episodes(client, [make_spec()], setup), client
+
+
+def hi(**kw) -> str:
+    return json.dumps(kw)
+
+
+def test_subgoals_summaries_and_retrieval(settings):
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the vault key", text=T1),
+                                         hi(subgoal="Open the vault", text=T2), hi(retrieve=[1]), hi(text=T3)],
+                    ncp__memory_summary=['{"summary": "Lane got the silver key from the butler."}'],
+                    ncp__node_update=[NODE_YES])  # the auditor's node boundary plays no part in memory
+    result, rec = run(settings, script)
+    (ep,) = result.episode_rows()
+    assert ep["termination"] == "SURVIVAL" and ep["turns"] == 3
+    hia = rec.of(ROLE_HIAGENT)
+    assert [c.tags["turn"] for c in hia] == ["1", "2", "3", "3"]  # turn 3: retrieve, then narrate
+    assert not rec.of(ROLE_NARRATOR)
+    # turn 2: subgoal 1 is current, its turn in detail
+    assert "Current subgoal 1: Find the vault key" in text_of(hia[1]) and T1 in text_of(hia[1])
+    # one summary, written after subgoal 2 was proposed (turn 2), with the narrator's model
+    (summ,) = rec.of(ROLE_MEMORY)
+    assert summ.tags["turn"] == "2" and "Find the vault key" in text_of(summ) and T1 in text_of(summ)
+    # turn 3: subgoal 1 only as its summary ...
+    first, second = text_of(hia[2]), text_of(hia[3])
+    assert "Lane got the silver key from the butler." in first and T1 not in first
+    assert "Current subgoal 2: Open the vault" in first and T2 in first
+    # ... until retrieved: then its detailed turns are back
+    assert T1 in second
+    # the HiAgent narrator gets the narrator's inputs (full trajectory, commitments, facts, player input)
+    spec = make_spec()
+    for needle in [n.key_delta for n in spec.trajectory] + [c.violation_condition for c in spec.commitments] + \
+                  ["The vault door is locked.", "I try move number 3."]:
+        assert needle in first
+    mem = json.loads(result.turn_rows()[3]["memory_json"])
+    assert [s["summary"] for s in mem["subgoals"]] == ["Lane got the silver key from the butler.", None]
+    assert [st.get("retrieve") for st in mem["steps"]] == [[1], []] and mem["retrieved"] == [1]
+    assert result.turn_rows()[3]["narrator_text"] == T3
+
+
+def test_retrieving_an_unknown_subgoal_is_an_invalid_output(settings):
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7])])
+    result, _ = run(settings, script)
+    (ep,) = result.episode_rows()
+    assert ep["termination"] == "INVALID" and ep["invalid_role"] == ROLE_HIAGENT and ep["turns"] == 1
+    assert "no finished subgoal [7]" in ep["invalid_message"]
+
+
+def test_a_step_needs_exactly_one_action():
+    from pydantic import ValidationError
+
+    from wse_platform.ncp.schemas import HiAgentStep
+    with pytest.raises(ValidationError):
+        HiAgentStep.model_validate({"subgoal": "x"})
+    with pytest.raises(ValidationError):
+        HiAgentStep.model_validate({"text": "y", "retrieve": [1]})
+    assert HiAgentStep.model_validate({"retrieve": [2]}).text is None
+
+
+def test_memory_rendering_keeps_the_opening_and_numbers_subgoals():
+    mem = HiAgentMemory()
+    mem.record(Exchange(0, None, "Opening scene."))
+    mem.propose("A", 1)
+    mem.record(Exchange(1, "I look.", "You see a door."))
+    mem.propose("B", 2)
+    assert [s.number for s in mem.unsummarised()] == [1]
+    mem.subgoals[0].summary = "Saw a door."
+    text = mem.render()
+    assert "Opening scene." in text and "Subgoal 1 (finished, summarised): A" in text
+    assert "You see a door." not in text and "Current subgoal 2: B" in text
+    assert mem.retrieve([1, 2]) == [2]  # the current subgoal is not a summarised one
+    assert "You see a door." in mem.render()

@@ -1,0 +1,68 @@
+"""End to end on the embedded model through Dagster: episodes, re-audit and every NCP table."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.slow
+def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
+    """1 spec, 2 turns on SmolLM2-135M: episodes, re-audit (in-loop auditor, answered from the
+    cache) and every NCP table materialize. Outcomes of a 135M model are poor; we check shape
+    and the replay invariants, not quality."""
+    pytest.importorskip("llama_cpp")
+    import yaml
+    from dagster import AssetChecksDefinition, AssetsDefinition, materialize
+
+    from assets.ncp import episodes as ep_assets, specs as spec_assets, tables as table_assets
+    from assets.partitions import build_partitions, cell_key
+    from resources import LLMResource, SettingsResource, WarehouseResource, settings_for
+    from wse_platform.config import REPO_ROOT
+    from wse_platform.warehouse import Warehouse
+
+    shipped = yaml.safe_load((REPO_ROOT / "wse.yaml").read_text(encoding="utf-8"))
+    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
+           "artifacts_dir": str(tmp_path / "artifacts"), "models": {"smollm2": shipped["models"]["smollm2"]},
+           "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
+                   "auditor": {"model": "smollm2", "prompt_version": "v1"}, "t_max": 2, "n_specs": 1,
+                   "sampling": {"temperature": 0.6, "top_p": 0.95, "max_tokens": 256}}}
+    path = tmp_path / "wse.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    config = str(path)
+    s = settings_for(config)
+    parts = build_partitions(s)
+    objs = [o for m in (spec_assets, ep_assets, table_assets) for o in m.build(s, parts)]
+    resources = {"settings": SettingsResource(config_path=config), "warehouse": WarehouseResource(config_path=config),
+                 "llm": LLMResource(config_path=config)}
+
+    def run(names, partition_key=None):
+        sel = [o for o in objs if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition)
+               and {k.to_user_string() for k in o.keys} <= names]
+        result = materialize(sel, partition_key=partition_key, resources=resources)
+        assert result.success
+        return result
+
+    cell = str(cell_key("smollm2", "baseline+adversarial"))
+    run({"ncp_specs"})
+    run({"ncp_episodes", "ncp_turns"}, cell)
+    replay = run({"ncp_reaudit_episodes", "ncp_reaudit_turns"}, cell)
+    run({"ncp_summary", "ncp_survival", "ncp_auditor_sensitivity", "ncp_genre"})
+
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
+    assert ep["termination"] in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID") and 0 <= ep["turns"] <= 2
+    assert (ep["invalid_role"] is not None) == (ep["termination"] == "INVALID")
+    turns = wh.query("SELECT * FROM ncp_turns ORDER BY turn").to_dicts()
+    assert turns[0]["turn"] == 0 and all(t["llm_call_ids"] for t in turns)
+    (re,) = wh.query("SELECT * FROM ncp_reaudit_episodes").to_dicts()
+    assert re["turns"] == ep["turns"]  # same auditor, same transcript → same censoring point
+    # a failed player/narrator call leaves a shorter transcript, which the replay censors
+    generation_failed = ep["termination"] == "INVALID" and ep["invalid_role"] in (
+        "ncp.player_adversarial", "ncp.narrator", "ncp.narrator_opening", "ncp.memory_hiagent", "ncp.memory_summary")
+    assert re["termination"] == ("CENSORED" if generation_failed else ep["termination"])
+    fresh = wh.query("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND NOT cache_hit", [replay.run_id])
+    assert fresh["n"][0] == 0  # the replay was answered entirely from the cache
+    assert wh.query("SELECT count(*) AS n FROM ncp_summary")["n"][0] == 1
+    assert wh.query("SELECT turn FROM ncp_survival ORDER BY turn")["turn"].to_list() == [0, 1, 2]
+    assert wh.query("SELECT count(*) AS n FROM ncp_genre")["n"][0] == 1
+    assert wh.query("SELECT row_type FROM ncp_auditor_sensitivity")["row_type"].to_list() == ["auditor"]
+    assert (tmp_path / "artifacts" / "ncp" / "survival.png").exists()

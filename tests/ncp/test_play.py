@@ -1,0 +1,72 @@
+"""`wse ncp play`: a human narrator / player driven by scripted stdin, written to the warehouse,
+resumed after an interruption from the response cache."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from tests.ncp._ncp_helpers import Script, make_spec
+from wse_platform.config import settings_from_dict
+from wse_platform.llm import ScriptedBackend
+from wse_platform.ncp.episode import ROLE_NARRATOR, ROLE_OPENING
+from wse_platform.ncp.play import play
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return settings_from_dict({
+        "cache_dir": str(tmp_path / "cache"), "warehouse_path": str(tmp_path / "wh.duckdb"),
+        "models": {"m": {"backend": "litellm", "model_id": "openai/none"}},
+        "ncp": {"narrators": ["m"], "player_model": "m", "auditor": {"model": "m"}, "t_max": 3}})
+
+
+def answers(*texts: str) -> io.StringIO:
+    return io.StringIO("".join(f"{t}\n.\n" for t in texts))
+
+
+def test_human_narrator_plays_is_written_and_resumes_after_interrupt(settings, tmp_path):
+    from wse_platform.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    spec = make_spec("movie52")
+    out1 = io.StringIO()
+    first = play(settings, spec, "narrator", answers("You wake in the manor hall.", "The butler glares at you."),
+                 out1, backends={"m": ScriptedBackend(Script(), namespace="play-llm")}, warehouse=wh)
+    assert first.result is None and first.human_answers == 2  # input ran out at turn 2: like Ctrl-C
+    shown = out1.getvalue()
+    assert f"===== {ROLE_OPENING} =====" in shown and f"===== {ROLE_NARRATOR} =====" in shown
+    assert "Lane opens the vault with the key." in shown  # the human narrator sees the trajectory
+    assert "I try move number 1." in shown and "run the same command again to resume" in shown
+    assert wh.query("SELECT count(*) AS n FROM ncp_episodes")["n"][0] == 0
+
+    llm = ScriptedBackend(Script(), namespace="play-llm")  # the same model answers as before
+    out2 = io.StringIO()
+    second = play(settings, spec, "narrator", answers("A clock strikes midnight.", "Dust falls from the rafters."),
+                  out2, backends={"m": llm}, warehouse=wh)
+    assert second.result is not None and second.human_answers == 2  # opening and turn 1 replayed from cache
+    assert f"===== {ROLE_OPENING} =====" not in out2.getvalue()  # not asked again
+    assert sum(c.role == "ncp.player_adversarial" for c in llm.calls) == 1  # turns 1-2 replayed; turn 3 new
+    (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
+    assert (ep["model"], ep["arch"], ep["termination"], ep["turns"]) == ("human", "human+adversarial",
+                                                                         "SURVIVAL", 3)
+    texts = wh.query("SELECT narrator_text FROM ncp_turns ORDER BY turn")["narrator_text"].to_list()
+    assert texts == ["You wake in the manor hall.", "The butler glares at you.", "A clock strikes midnight.",
+                     "Dust falls from the rafters."]
+
+
+def test_human_player_types_the_inputs(settings, tmp_path):
+    from wse_platform.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    llm = ScriptedBackend(Script())
+    out = io.StringIO()
+    res = play(settings, make_spec("movie52"), "player", answers("I open the door.", "I call the butler.",
+                                                                "I sit down."), out, backends={"m": llm},
+               warehouse=wh)
+    assert res.result is not None
+    rows = wh.query("SELECT model, arch, player_input FROM ncp_turns ORDER BY turn").to_dicts()
+    assert {(r["model"], r["arch"]) for r in rows} == {("m", "human-player")}
+    assert [r["player_input"] for r in rows] == [None, "I open the door.", "I call the butler.", "I sit down."]
+    assert "You stand in the hall of the manor." in out.getvalue()  # the human player sees the story only
+    assert "The vault door is locked." not in out.getvalue()

@@ -1,0 +1,259 @@
+"""The tables added for the paper's remaining analyses, each against values computed by hand
+(on the small dataset of test_tables.py where possible)."""
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.wse.test_tables import CJ, H, RJ, R70, upstream
+from wse_platform.wse import tables as T
+
+
+def _two_models():
+    a, b = upstream("m1"), upstream("m2")
+    return {k: pl.concat([a[k], b[k]]) for k in a}
+
+
+GROUPS = T.TableParams(bootstrap_draws=50, bootstrap_seed=3, consistency_judge_id=CJ, richness_judge_id=RJ,
+                       model_groups={"g1": ["m1"], "g2": ["m2"]})
+
+
+def _frame(up, params=GROUPS):
+    return T.trajectory_frame(up["wse_trajectories"], up["wse_trajectory_consistency"],
+                              up["wse_richness_verdicts"], params)
+
+
+def _one(df, **where):
+    sub = df.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in where.items()))
+    assert sub.height == 1, (where, sub)
+    return sub.row(0, named=True)
+
+
+# ---- Richness weighted by observed steps (App. B.6) ------------------------------------------------
+def test_cell_richness_weighted_by_observed_steps():
+    frame, info = _frame(upstream())
+    b1 = _one(T.cell_metrics(frame, info), arch="B1")
+    # judge medians: s1 [100, 100, 0] -> 100 (L 3); s2 R70 (L 3); s3 two valid judges rating 1 -> 0 (L 1); s4 100 (L 1)
+    assert b1["R"] == pytest.approx((100 + R70 + 0 + 100) / 4)
+    assert b1["R_weighted"] == pytest.approx((3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8)
+
+
+# ---- Table 6 cross-tab and panel rows ----------------------------------------------------------------
+def test_category_by_source_cross_tab_and_group_rows():
+    up = _two_models()
+    frame, info = _frame(up)
+    fv = T.first_violations(frame, up["wse_consistency_steps"], info, GROUPS)
+    x = fv.filter((pl.col("table_kind") == "category_x_source") & (pl.col("scope") == "all"))
+    got = {(r["label"], r["source"]): (r["n"], r["pct"]) for r in x.iter_rows(named=True)}
+    assert got == {("temporal", "opening"): (2, pytest.approx(100 / 3)),
+                   ("temporal", "unresolved"): (2, pytest.approx(100 / 3)),
+                   ("no_majority_category", "initial_world"): (2, pytest.approx(100 / 3))}
+    g1 = _one(fv, table_kind="category", scope="group", model_group="g1", label="temporal")
+    assert (g1["n"], g1["pct"], g1["median_step"]) == (2, pytest.approx(200 / 3), 2.5)
+
+
+def test_horizon_failures_and_pareto_have_panel_rows():
+    up = _two_models()
+    frame, info = _frame(up)
+    hs = T.horizon_sensitivity(frame, info, GROUPS)
+    g = _one(hs, scope="group", model_group="g1", h=H)
+    m = _one(hs, scope="model", model="m1", h=H)
+    assert g["C_obs_h"] == pytest.approx(m["C_obs_h"]) and g["n_first_contradictions"] == 3
+    assert g["share_by_step10"] == 1.0
+    gf = T.generation_failures(up["wse_trajectories"], GROUPS)
+    row = _one(gf, scope="group", model_group="g2", component="story_agent")
+    assert (row["n_enabled"], row["n_failures"]) == (12, 2)
+    cells = T.cell_metrics(frame, info)
+    par = T.pareto_table(cells, GROUPS)
+    assert set(par["panel"].unique().to_list()) == {"pooled", "g1", "g2"}
+    assert par.filter(pl.col("panel") == "g1")["model"].unique().to_list() == ["m1"]
+
+
+# ---- Table 9 per model, within base ------------------------------------------------------------------
+def test_per_model_module_effects_within_base():
+    cells = [("m1", a) for a in ("B1", "B1+WMEM", "B2", "B2+WMEM", "B2+WMOD", "B2+WMEM+WMOD")]
+    specs, cm = T.contrast_specs(cells, T.TableParams())
+    idx = [i for i, s in enumerate(specs) if s.scope == "model_base_conditional" and s.base_level == "B2"
+           and s.contrast == "WMEM on-off"]
+    assert len(idx) == 1 and specs[idx[0]].model == "m1" and specs[idx[0]].n_pairs == 2
+    w = dict(zip(cells, cm[:, idx[0]]))
+    assert w[("m1", "B2+WMEM")] == 0.5 and w[("m1", "B2")] == -0.5 and w[("m1", "B2+WMEM+WMOD")] == 0.5
+    assert w[("m1", "B1+WMEM")] == 0.0
+
+
+# ---- Table 4: C_obs from the per-model pooled KM ---------------------------------------------------
+def test_pooled_consistency_per_model_by_hand():
+    frame, info = _frame(upstream())
+    pooled = T.model_pooled_consistency(frame, info)
+    # 12 trajectories pooled: Y = [12, 8, 6], D = [1, 1, 1] -> S = [11/12, 77/96, 385/576]
+    assert pooled["C_obs_pooled"][0] == pytest.approx(100 / 3 * (11 / 12 + 77 / 96 + 385 / 576))
+    params = T.TableParams(model_params={f"m{i}": (2.0 ** i, "fam") for i in range(3)})
+    cells = pl.DataFrame({"model": ["m0", "m1", "m2"], "G": [1.0, 2.0, 3.0], "C_obs": [5.0, 6.0, 7.0],
+                          "R": [1.0, 1.0, 2.0]})
+    pooled3 = pl.DataFrame({"model": ["m0", "m1", "m2"], "C_obs_pooled": [10.0, 20.0, 30.0]})
+    fit, _ = T.scaling_fit(cells, params, pooled3)
+    row = _one(fit, metric="C_obs_pooled", fit="all")
+    assert row["beta"] == pytest.approx(10.0) and row["alpha"] == pytest.approx(10.0)
+
+
+# ---- Table 7 / Fig. 5 as the paper computes it ---------------------------------------------------------
+def test_source_family_pooled_per_model():
+    up = upstream()
+    frame, info = _frame(up, T.TableParams(bootstrap_draws=40, consistency_judge_id=CJ, richness_judge_id=RJ))
+    steps = pl.DataFrame({"model": ["m1"] * 3, "arch": ["B1"] * 3, "seed_id": ["s2"] * 3, "step": [1, 2, 3],
+                          "new_day": [True, False, True]})
+    sf = T.source_family_pooled(frame, info, T.TableParams(bootstrap_draws=40), steps)
+    itp = _one(sf, row_kind="model_family", source_family="itp", model="m1")
+    # itp seed s3: B1 L=1, B2 L=3 with T=3, B1+WMEM L=3: Y = [3, 2, 2], D = [0, 0, 1] -> S = [1, 1, .5]
+    assert itp["C_obs"] == pytest.approx(100 / 3 * 2.5) and itp["mean_first_contradiction_step"] == 3.0
+    assert itp["C_obs_lo"] <= itp["C_obs"] <= itp["C_obs_hi"]
+    dr = _one(sf, row_kind="model_family", source_family="dracor", model="m1")
+    # the B1 s2 contradiction at step 2 falls on day 1 (new_day at step 1); B1+WMEM s2 at step 1 has no steps -> null
+    assert dr["relative_day_at_contradiction"] == 1.0 and dr["mean_first_contradiction_step"] == 1.5
+    fam = _one(sf, row_kind="family_pooled", source_family="itp")
+    assert fam["C_obs"] == pytest.approx(itp["C_obs"])       # one model: the equal-model mean is its value
+
+
+# ---- App. C.3 and Fig. 11 --------------------------------------------------------------------------
+def test_full_horizon_paired_contrasts_by_hand():
+    frame, info = _frame(upstream())
+    fh = T.full_horizon_contrasts(frame, info, T.TableParams())
+    wmem = _one(fh, scope="model", contrast="WMEM on-off")
+    # only seed s2 has both B1 and B1+WMEM at L = H: C 0 (T=1) vs 100/3 (T=2); R 100 vs R70
+    assert wmem["n_pairs"] == 1 and wmem["delta_C"] == pytest.approx(-100 / 3)
+    assert wmem["delta_R"] == pytest.approx(100 - R70)
+    b21 = _one(fh, scope="model", contrast="B2-B1")
+    assert (b21["n_pairs"], b21["delta_C"], b21["delta_R"]) == (1, 0.0, 0.0)
+    assert _one(fh, scope="group", contrast="WMEM on-off")["delta_C"] == pytest.approx(-100 / 3)
+
+
+def test_cost_contrasts_from_llm_calls_by_hand():
+    frame, info = _frame(upstream())
+    cells = T.cell_metrics(frame, info)
+    calls = pl.DataFrame({
+        "role": ["wse.story_agent", "wse.story_agent", "wse.story_agent", "wse.story_agent", "wse.consistency_judge"],
+        "partition_key": ["B1|m1", "B1|m1", "B1|m1", "B2|m1", "B2|m1"],
+        "request_key": ["r1", "r2", "r1", "r3", "r4"], "attempt": [1, 1, 1, 1, 1],
+        "tokens_in": [100, 100, 100, 600, 9999], "tokens_out": [50, 50, 50, 200, 9999],
+        "cost_usd": [None] * 5})
+    cc = T.cost_contrasts(calls, cells, T.TableParams())
+    b1 = _one(cc, row_kind="cell", arch="B1")
+    assert b1["n_calls"] == 2 and b1["tokens_per_trajectory"] == pytest.approx(300 / 4)   # r1 replay counted once
+    assert b1["tokens_per_step"] == pytest.approx(300 / 8)
+    b2 = _one(cc, row_kind="cell", arch="B2")
+    assert b2["tokens_per_trajectory"] == pytest.approx(800 / 4)                           # judge call excluded
+    con = _one(cc, row_kind="contrast", scope="model", contrast="B2-B1")
+    assert con["delta_tokens_per_trajectory"] == pytest.approx(125.0)
+    assert con["delta_G"] == pytest.approx(100 * 11 / 12 - 200 / 3)
+
+
+# ---- failures by role and kind -------------------------------------------------------------------------
+def test_failure_kinds_report_truncation_per_role():
+    steps = pl.DataFrame({"model": ["m1", "m1"], "failure_component": ["story_agent", "world_memory_agent"],
+                          "failure_json": [json.dumps({"error_kind": "schema_violation"}),
+                                           json.dumps({"error_kind": "truncated"})]})
+    votes = pl.DataFrame({"model": ["m1", "m1"], "failure_json": [json.dumps({"error_kind": "truncated"}), None]})
+    rich = pl.DataFrame({"model": ["m1"], "failure_json": [None]})
+    calls = pl.DataFrame({"role": ["wse.story_agent"] * 4, "model": ["m1"] * 4, "valid": [False, False, False, True],
+                          "error_kind": ["truncated", "truncated", "invalid_json", None],
+                          "finish_reason": ["length", "length", "stop", "stop"]})
+    fk = T.failure_kinds(steps, votes, rich, calls)
+    out = fk.filter((pl.col("source") == "outputs") & (pl.col("scope") == "all"))
+    assert {(r["role"], r["error_kind"]): r["n"] for r in out.iter_rows(named=True)} == {
+        ("wse.story_agent", "schema_violation"): 1, ("wse.world_memory_agent", "truncated"): 1,
+        ("wse.consistency_judge", "truncated"): 1}
+    att = _one(fk, source="attempts", scope="all", role="wse.story_agent", error_kind="truncated")
+    assert (att["n"], att["n_length_cut"]) == (2, 2)
+    assert _one(fk, source="attempts", scope="all", error_kind="invalid_json")["n_length_cut"] == 0
+
+
+# ---- inter-judge agreement --------------------------------------------------------------------------------
+def test_judge_agreement_fleiss_and_pairwise_by_hand():
+    votes = {"s1": "CCC", "s2": "CCI", "s3": "III", "s4": "CIU", "s5": "C-C"}   # s5: member b failed
+    name = {"C": "consistent", "I": "inconsistent", "U": "uncertain", "-": None}
+    rows = [{"judge_config_id": CJ, "model": "m1", "arch": "B1", "seed_id": s, "step": 1, "judge_index": j,
+             "judge_member": "abc"[j], "verdict": name[v]} for s, vs in votes.items() for j, v in enumerate(vs)]
+    ag = T.judge_agreement(pl.DataFrame(rows), T.TableParams())
+    panel = _one(ag, kind="panel")
+    # P_i = [1, 1/3, 1, 0] -> P̄ = 7/12; p = [6, 5, 1]/12 -> P_e = 62/144; κ = (84 - 62) / (144 - 62) = 22/82
+    assert panel["fleiss_kappa"] == pytest.approx(22 / 82) and panel["unanimous_pct"] == 50.0
+    assert (panel["n_steps"], panel["n_steps_incomplete"]) == (4, 1)
+    ab = _one(ag, kind="pairwise", member_a="a", member_b="b")
+    # a = C C I C, b = C C I I: p_o = .75, p_e = 3/4·2/4 + 1/4·2/4 = .5 -> κ = .5
+    assert ab["agreement_pct"] == 75.0 and ab["cohen_kappa"] == pytest.approx(0.5)
+    assert T.fleiss_kappa(np.array([[3, 0], [3, 0]])) is None          # no variation: undefined
+
+
+# ---- precursor audit --------------------------------------------------------------------------------------
+def test_precursor_audit_by_hand():
+    frame = pl.DataFrame({"model": ["m"] * 4, "arch": ["B2"] * 4, "seed_id": ["a", "b", "c", "d"],
+                          "first_contradiction": [2, 2, 1, 2], "contradiction_observed": [True] * 4})
+    claim = "Nora burned the silver letter beside the river"
+    v = pl.DataFrame({"judge_config_id": [CJ] * 6, "model": ["m"] * 6, "arch": ["B2"] * 6,
+                      "seed_id": ["a", "a", "b", "c", "d", "d"], "step": [2, 2, 2, 1, 2, 2],
+                      "verdict": ["inconsistent"] * 6,
+                      "conflicting_claim": [claim, claim, "Olaf sailed toward distant frozen harbours", None,
+                                            "Rune stole golden horses yesterday evening",
+                                            "Sara painted purple windows carefully"]})
+    steps = pl.DataFrame({
+        "model": ["m"] * 5, "arch": ["B2"] * 5, "seed_id": ["a", "a", "b", "d", "d"], "step": [1, 2, 1, 1, 2],
+        "player_option": ["walk", "wait", "look", "Sara painted purple windows carefully", "x"],
+        "intents_json": [json.dumps([{"character_id": "nora", "intent": "burn the silver letter by the river, Nora"}]),
+                         json.dumps([{"character_id": "nora", "intent": "Nora burned the silver letter"}]),
+                         None, None, None],
+        "plan_json": [None, None, None, None, json.dumps({"beats": [{"content": "Rune stole golden horses"}]})],
+        "memory_state_json": [None] * 5})
+    pa = T.precursor_audit(frame, v, steps, {"consistency_judge_id": CJ})
+    traj = {r["seed_id"]: r for r in pa.filter(pl.col("row_kind") == "trajectory").iter_rows(named=True)}
+    assert (traj["a"]["origin"], traj["a"]["origin_step"], traj["a"]["persisted"]) == ("character_agent", 1, True)
+    assert traj["b"]["origin"] == "none" and traj["c"]["origin"] == "not_localized"
+    assert traj["d"]["origin"] == "plurality_tie"             # one vote world_model, one player_intent
+    summ = _one(pa, row_kind="summary", scope="all", origin="character_agent")
+    assert (summ["n"], summ["pct"], summ["n_persisted"]) == (1, 25.0, 1)
+    assert T.precursors.match_score(T.precursors.content_tokens("the cat sat"), "the cat sat") == 0.0
+
+
+# ---- human validation (App. B.5) ---------------------------------------------------------------------------
+def test_agreement_statistics_by_hand():
+    from wse_platform.wse.tables import validation as V
+
+    t, p, w = ["inconsistent", "inconsistent", "consistent", "consistent"], \
+        ["inconsistent", "consistent", "consistent", "consistent"], [1, 1, 2, 1]
+    assert V.weighted_accuracy(t, p, w) == pytest.approx(4 / 5)
+    assert V.balanced_accuracy(t, p, w) == pytest.approx((1 / 2 + 1) / 2)
+    assert V.mean_absolute_error([10, 20], [13, 16]) == 3.5
+    assert V.pearson_r([1, 2, 3], [2, 4, 6]) == pytest.approx(1.0)
+    assert V.quadratic_weighted_kappa([1, 2, 3], [1, 2, 3]) == pytest.approx(1.0)
+    assert V.quadratic_weighted_kappa([1, 5], [5, 1]) == pytest.approx(-1.0)
+
+
+def test_human_validation_table_by_hand():
+    up = upstream()
+    frame, info = _frame(up)
+    cons = pl.DataFrame({"model": ["m1"] * 4, "arch": ["B1", "B2", "B1+WMEM", "B1"], "seed_id": ["s2", "s3", "s2", "s1"],
+                         "step": [2, 3, 1, 1], "label": ["inconsistent", "consistent", "inconsistent", "consistent"],
+                         "weight": [1.0, 2.0, 1.0, 1.0]})
+    rich = pl.DataFrame({"model": ["m1", "m1"], "arch": ["B1", "B1"], "seed_id": ["s2", "s1"],
+                         "n_units_non_repetitive": [12, 0], "rating_event_diversity": [3, 1],
+                         "rating_character_change": [3, 1], "rating_world_expansion": [3, 1]})
+    hv = T.human_validation(cons, rich, up["wse_consistency_steps"], frame, up["wse_richness_verdicts"], info)
+    acc = _one(hv, statistic="accuracy")
+    assert acc["value"] == pytest.approx(2 / 4) and (acc["n"], acc["n_unmatched"]) == (3, 1)
+    assert _one(hv, statistic="balanced_accuracy")["value"] == pytest.approx(0.5)
+    # human R: s2 = R70 (same as the judges), s1 = 0 (no units) vs judges' 100
+    assert _one(hv, statistic="mae_R")["value"] == pytest.approx(50.0)
+    assert _one(hv, statistic="pearson_r_R")["value"] == pytest.approx(-1.0)
+    # event diversity: human (3, 1) vs judge medians (3, 5) -> κ_w = 1 - .5/.375
+    assert _one(hv, statistic="qwk_event_diversity")["value"] == pytest.approx(1 - 0.5 / 0.375)
+    assert _one(hv, statistic="within_one_pct_event_diversity")["value"] == 50.0
+
+
+def test_shipped_example_labels_are_readable():
+    from pathlib import Path
+
+    cons, rich = T.read_labels(Path(T.__file__).resolve().parents[1] / "human_labels_example")
+    assert set(T.validation.CONSISTENCY_LABEL_COLUMNS) <= set(cons.columns) and cons.height >= 3
+    assert set(T.validation.RICHNESS_LABEL_COLUMNS) <= set(rich.columns) and rich.height >= 3
+    assert not math.isnan(cons["weight"].sum())

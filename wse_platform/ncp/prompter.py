@@ -1,0 +1,158 @@
+"""Builds the request of every NCP-Bench role with the inputs the paper lists for it (App. H).
+
+| role | inputs |
+|---|---|
+| opening | player role, current node, commitments, pre-turn facts |
+| player | player role, interaction history (visible transcript only) |
+| narrator | player role, current node, full trajectory R, commitments with conditions, pre-turn facts, pending fact updates, system response history, player input |
+| HiAgent narrator | the narrator's inputs, with its working memory in place of the history |
+| fact update | player role, pre-turn facts, the narration |
+| conflict check | player role, system response history, player input, narration, candidate fact updates, trajectory progress (full R), current node, pre-turn facts, commitments with conditions |
+| double-check | the conflict check's inputs plus the initial report |
+| node update | player role, facts after the turn, interaction history through this turn, current node |
+| commitment status | player role, facts after the turn, interaction history, trajectory progress, all commitments |
+"""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from wse_platform.llm.types import LLMRequest
+from wse_platform.ncp import render
+from wse_platform.ncp.ledger import FactLedger
+from wse_platform.ncp.render import Exchange
+from wse_platform.ncp.schemas import (ConflictReport, ConflictReview, FactDiff, HiAgentStep, NarratorResponse,
+                                      NodeAssessment, SubgoalSummary, status_update_model)
+from wse_platform.prompts import get_prompt
+
+if TYPE_CHECKING:
+    from wse_platform.ncp.episode import EpisodeRun, EpisodeSetup
+    from wse_platform.ncp.memory import Subgoal
+
+ROLE_PLAYER = {"adversarial": "ncp.player_adversarial", "natural": "ncp.player_natural"}
+ROLE_OPENING = "ncp.narrator_opening"
+ROLE_NARRATOR = "ncp.narrator"
+ROLE_HIAGENT = "ncp.memory_hiagent"
+ROLE_MEMORY = "ncp.memory_summary"
+ROLE_FACT_UPDATE = "ncp.fact_update"
+ROLE_CONFLICT_CHECK = "ncp.conflict_check"
+ROLE_DOUBLE_CHECK = "ncp.conflict_double_check"
+ROLE_CONFLICT_CONFIRM = ROLE_DOUBLE_CHECK  # older name of the same role
+ROLE_NODE_UPDATE = "ncp.node_update"
+ROLE_COMMITMENT_STATUS = "ncp.commitment_status"
+AUDITOR_ROLES = (ROLE_FACT_UPDATE, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK, ROLE_NODE_UPDATE, ROLE_COMMITMENT_STATUS)
+
+
+class Prompter:
+    """One instance per episode setup; every method returns one `LLMRequest`."""
+
+    def __init__(self, setup: "EpisodeSetup"):
+        self.setup = setup
+
+    def _req(self, role: str, model: str, version: str, output_model: type[BaseModel] | None, run: "EpisodeRun",
+             turn: int, n: int = 1, stage: str | None = None, **values: Any) -> LLMRequest:
+        prompt = get_prompt(role, version, self.setup.prompts_dir)
+        tags = {"spec_id": run.spec.spec_id, "arch": run.arch, "turn": str(turn)}
+        if stage:
+            tags["stage"] = stage
+        return LLMRequest(role=role, model=model, messages=prompt.render(**values), sampling=self.setup.sampling,
+                          n=n, output_model=output_model, prompt_version=prompt.id, tags=tags)
+
+    def _aud(self, role: str, output_model: type[BaseModel], run: "EpisodeRun", turn: int, n: int = 1,
+             stage: str | None = None, **values: Any) -> LLMRequest:
+        a = self.setup.auditor
+        return self._req(role, a.model, a.prompt_version, output_model, run, turn, n=n, stage=stage, **values)
+
+    # ---- generation ------------------------------------------------------------------------
+    def opening(self, run: "EpisodeRun") -> LLMRequest:
+        return self._req(ROLE_OPENING, self.setup.narrator_model, "v1", NarratorResponse, run, 0,
+                         player_role=run.spec.meta.player_role,
+                         current_node=render.current_node(run.spec, run.node_idx),
+                         commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger))
+
+    def player(self, run: "EpisodeRun", turn: int) -> LLMRequest:
+        """Only the visible transcript: never facts, commitments or trajectory nodes. Plain text."""
+        role = ROLE_PLAYER.get(self.setup.arch.player, ROLE_PLAYER["adversarial"])  # a human sees the same view
+        return self._req(role, self.setup.player_model, "v1", None, run, turn,
+                         player_role=run.spec.meta.player_role, history=render.interaction_history(run.history))
+
+    def _narrator_values(self, run: "EpisodeRun", player_input: str) -> dict[str, Any]:
+        return dict(player_role=run.spec.meta.player_role, current_node=render.current_node(run.spec, run.node_idx),
+                    trajectory=render.trajectory(run.spec, run.node_idx),
+                    commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger),
+                    pending_updates=render.fact_diff(run.pending, run.ledger), player_input=player_input)
+
+    def narrator(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
+        return self._req(ROLE_NARRATOR, self.setup.narrator_model, "v1", NarratorResponse, run, turn,
+                         history=render.system_history(run.history), **self._narrator_values(run, player_input))
+
+    def hiagent(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
+        assert run.memory is not None
+        return self._req(ROLE_HIAGENT, self.setup.narrator_model, "v1", HiAgentStep, run, turn,
+                         memory=run.memory.render(), **self._narrator_values(run, player_input))
+
+    def subgoal_summary(self, run: "EpisodeRun", turn: int, subgoal: "Subgoal") -> LLMRequest:
+        return self._req(ROLE_MEMORY, self.setup.narrator_model, "v1", SubgoalSummary, run, turn,
+                         subgoal=subgoal.text, turns=render.interaction_history(subgoal.exchanges))
+
+    # ---- audit -------------------------------------------------------------------------------
+    def fact_update(self, run: "EpisodeRun", turn: int, facts: FactLedger, narrator_text: str,
+                    stage: str = "turn") -> LLMRequest:
+        return self._aud(ROLE_FACT_UPDATE, FactDiff, run, turn, stage=stage, player_role=run.spec.meta.player_role,
+                         facts=render.facts(facts), narrator_text=narrator_text)
+
+    def _conflict_values(self, run: "EpisodeRun", facts: FactLedger, player_input: str, narrator_text: str,
+                         diff: FactDiff) -> dict[str, Any]:
+        return dict(player_role=run.spec.meta.player_role, history=render.system_history(run.history),
+                    player_input=player_input, narrator_text=narrator_text,
+                    candidate_updates=render.fact_diff(diff, facts),
+                    trajectory=render.trajectory(run.spec, run.node_idx),
+                    current_node=render.current_node(run.spec, run.node_idx), facts=render.facts(facts),
+                    commitments=render.commitments(run.spec, run.statuses))
+
+    def conflict_check(self, run: "EpisodeRun", turn: int, facts: FactLedger, player_input: str,
+                       narrator_text: str, diff: FactDiff) -> LLMRequest:
+        return self._aud(ROLE_CONFLICT_CHECK, ConflictReport, run, turn,
+                         **self._conflict_values(run, facts, player_input, narrator_text, diff))
+
+    def double_check(self, run: "EpisodeRun", turn: int, facts: FactLedger, player_input: str, narrator_text: str,
+                     diff: FactDiff, report: ConflictReport) -> LLMRequest:
+        """One review of the whole initial report; `count` reviews when the auditor asks for several."""
+        initial = {**report.model_dump(), "conflicts": [
+            {**c.model_dump(), "target_text": target_text(run, facts, c.target_id, player_input)}
+            for c in report.conflicts]}
+        return self._aud(ROLE_DOUBLE_CHECK, ConflictReview, run, turn, n=self.setup.auditor.count,
+                         initial_report=json.dumps(initial, ensure_ascii=False, indent=1),
+                         **self._conflict_values(run, facts, player_input, narrator_text, diff))
+
+    def node_update(self, run: "EpisodeRun", turn: int) -> LLMRequest:
+        """After the turn was committed: facts F_{t+1} and the history through this turn."""
+        return self._aud(ROLE_NODE_UPDATE, NodeAssessment, run, turn, player_role=run.spec.meta.player_role,
+                         facts=render.facts(run.ledger), history=render.interaction_history(run.history),
+                         current_node=render.current_node(run.spec, run.node_idx))
+
+    def commitment_status(self, run: "EpisodeRun", turn: int) -> LLMRequest:
+        ids = tuple(c.id for c in run.spec.commitments)
+        return self._aud(ROLE_COMMITMENT_STATUS, status_update_model(ids), run, turn,
+                         player_role=run.spec.meta.player_role, facts=render.facts(run.ledger),
+                         history=render.interaction_history(run.history),
+                         trajectory=render.trajectory(run.spec, run.node_idx, detail=False),
+                         commitments=render.commitments(run.spec, run.statuses))
+
+
+def target_text(run: "EpisodeRun", facts: FactLedger, target_id: str, player_input: str) -> str | None:
+    """What a conflict's id points at (fact text, commitment text, the player input), or None."""
+    if target_id in facts:
+        return facts.get(target_id).content
+    for c in run.spec.commitments:
+        if c.id == target_id:
+            return f"{c.description} | violated when: {c.violation_condition}"
+    if target_id in ("input", "player_input"):
+        return player_input
+    return None
+
+
+def exchange(turn: int, player_input: str | None, narrator_text: str) -> Exchange:
+    return Exchange(turn, player_input, narrator_text)
