@@ -353,6 +353,136 @@ def evaluate_table6(wh: Warehouse) -> AssetCheckResult:
                    stats.height, {"paper_table6": MetadataValue.json({k: list(v) for k, v in PAPER_TABLE6.items()})})
 
 
+# ---- health: nothing usable, failed LLM calls, empty tables (warnings) ----------------------
+# What a row must have to be usable, per partitioned table an LLM writes (SQL condition).
+USABLE: dict[str, str] = {
+    "wse_trajectory_steps": "narrative IS NOT NULL",
+    "wse_trajectories": "length >= 1",
+    "wse_consistency_verdicts": "verdict IS NOT NULL",
+    "wse_richness_verdicts": "failure_json IS NULL",
+    "ncp_episodes": "invalid_role IS NULL",
+    "ncp_turns": "turn >= 1 AND invalid_role IS NULL",
+    "ncp_reaudit_episodes": "invalid_role IS NULL",
+    "ncp_reaudit_turns": "turn >= 1 AND invalid_role IS NULL",
+    "ncp_spec_extraction": "ok",
+    "endings_stories": "included AND text IS NOT NULL AND failure_json IS NULL",
+    "endings_predictions": "failure_json IS NULL AND prediction IS NOT NULL",
+    "endings_verdicts": "verdict IS NOT NULL",
+}
+# Share of a cell's LLM requests that ended without a valid answer, or with a cut answer / prompt,
+# above which its latest materialization is flagged (a warning: the rows are kept, as the papers do).
+MAX_FAILED_SHARE = 0.2
+
+
+def evaluate_usable_rows(wh: Warehouse, table: str, where: Mapping[str, Any]) -> AssetCheckResult:
+    """The partition has at least one usable row (e.g. a narrated step, a story that was written)."""
+    clause, params = _where(where)
+    row = wh.query(f'SELECT count(*) AS n, count(*) FILTER (WHERE {USABLE[table]}) AS usable '
+                   f'FROM "{table}" WHERE {clause}', params).row(0, named=True)
+    n, usable = int(row["n"]), int(row["usable"])
+    return AssetCheckResult(
+        passed=usable > 0, severity=AssetCheckSeverity.WARN,
+        description=None if usable else (f"nothing usable: {n} rows, none with {USABLE[table]}" if n
+                                         else "nothing usable: the partition has no rows"),
+        metadata={"n_rows": n, "n_usable": usable, "usable_means": USABLE[table], **_scope(where)})
+
+
+def llm_failure_counts(wh: Warehouse, run_id: str, partition_key: str | None) -> dict[str, int]:
+    """Requests, failed requests (no valid attempt) and cut ones (answer or prompt truncated) of a
+    run's calls for one partition, from `llm_calls`."""
+    cols = set(wh.query("SELECT * FROM llm_calls LIMIT 0").columns)
+    cut = " OR ".join([c for c in ("error_kind = 'truncated'" if "error_kind" in cols else "",
+                                   "finish_reason = 'length'" if "finish_reason" in cols else "",
+                                   "coalesce(prompt_truncated_tokens, 0) > 0" if "prompt_truncated_tokens" in cols
+                                   else "") if c]) or "FALSE"
+    part = "partition_key IS NOT DISTINCT FROM ?"
+    row = wh.query(
+        "SELECT count(*) AS requests, count(*) FILTER (WHERE NOT ok) AS failed, count(*) FILTER (WHERE cut) AS cut "
+        f"FROM (SELECT request_key, bool_or(valid) AS ok, bool_or({cut}) AS cut FROM llm_calls "
+        f"WHERE run_id = ? AND {part} GROUP BY request_key)", [run_id, partition_key]).row(0, named=True)
+    return {k: int(v or 0) for k, v in row.items()}
+
+
+def evaluate_llm_failures(wh: Warehouse, run_id: str | None, partition_key: str | None,
+                          threshold: float = MAX_FAILED_SHARE) -> AssetCheckResult:
+    counts = llm_failure_counts(wh, run_id, partition_key) if run_id else {"requests": 0, "failed": 0, "cut": 0}
+    n = counts["requests"]
+    failed_share = counts["failed"] / n if n else 0.0
+    cut_share = counts["cut"] / n if n else 0.0
+    bad = [f"{failed_share:.0%} of {n} LLM requests failed" if failed_share > threshold else "",
+           f"{cut_share:.0%} were truncated (answer or prompt)" if cut_share > threshold else ""]
+    return AssetCheckResult(
+        passed=not any(bad), severity=AssetCheckSeverity.WARN,
+        description="; ".join(b for b in bad if b) + f" (threshold {threshold:.0%})" if any(bad) else None,
+        metadata={"llm_requests": n, "failed_requests": counts["failed"], "truncated_requests": counts["cut"],
+                  "failed_share": failed_share, "truncated_share": cut_share, "threshold": threshold,
+                  "run_id": run_id or "(none)"})
+
+
+def evaluate_not_empty(wh: Warehouse, table: str) -> AssetCheckResult:
+    n = int(wh.query(f'SELECT count(*) AS n FROM "{table}"')["n"][0])
+    return AssetCheckResult(passed=n > 0, severity=AssetCheckSeverity.WARN,
+                            description=None if n else f"{table} is empty: nothing upstream produced a row it uses",
+                            metadata={"n_rows": n})
+
+
+def _latest_run(context, table: str) -> str | None:
+    """The run of the latest materialization of (table, this partition)."""
+    from dagster import AssetRecordsFilter
+
+    pk = context.partition_key if context.has_partition_key else None
+    res = context.instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(table), asset_partitions=[pk] if pk else None), limit=1)
+    return res.records[0].run_id if res.records else None
+
+
+def health_check_defs(settings: Settings, parts: BenchmarkPartitions, known: Mapping[str, bool]) -> "list[CheckDef]":
+    """`known`: materializable asset name -> partitioned?"""
+    out = []
+    for table, cond in USABLE.items():
+        if table not in known or not _table_exists(table, settings, parts):
+            continue
+        kind = PARTITIONING[table]
+        out.append(CheckDef(table, "produced_usable_rows",
+                            f"The cell produced at least one usable row ({cond}); a cell whose every step failed is "
+                            "flagged instead of showing green.",
+                            lambda wh, s, where, t=table: evaluate_usable_rows(wh, t, where), kind))
+        out.append(CheckDef(table, "llm_failures_below_threshold",
+                            f"At most {MAX_FAILED_SHARE:.0%} of the LLM requests of the cell's latest run ended without "
+                            "a valid answer, and at most as many were truncated (answer cut by max_tokens, or "
+                            "prompt cut to fit the context window).",
+                            lambda wh, s, where, ctx, t=table: evaluate_llm_failures(
+                                wh, _latest_run(ctx, t), str(ctx.partition_key) if ctx.has_partition_key else None),
+                            kind, needs_context=True))
+    finals = sorted(t for t, partitioned in known.items() if not partitioned and _is_table(t)
+                    and t not in NOT_EMPTY_EXEMPT)
+    for table in finals:
+        out.append(CheckDef(table, "not_empty", "The table has at least one row (an empty final table is a "
+                            "failure upstream, not a result).", lambda wh, s, where, t=table: evaluate_not_empty(wh, t)))
+    return out
+
+
+NOT_EMPTY_EXEMPT = {"llm_calls"}  # written by the LLM resource, not by an asset run
+
+
+def ddl_tables() -> set[str]:
+    """Tables of the warehouse: created by the DDL in `sql/` or by a SQL model."""
+    from assets.helpers import ddl_column_schemas
+    from wse_platform.sql_models import load_models
+
+    global _DDL_TABLES
+    if _DDL_TABLES is None:
+        _DDL_TABLES = set(ddl_column_schemas()) | {m.name for m in load_models()}
+    return _DDL_TABLES
+
+
+def _is_table(name: str) -> bool:
+    return name in ddl_tables()
+
+
+_DDL_TABLES: set[str] | None = None
+
+
 # ---- Dagster wrappers --------------------------------------------------------------------
 Evaluate = Callable[[Warehouse, Settings, Mapping[str, Any]], AssetCheckResult]
 
@@ -366,6 +496,7 @@ class CheckDef:
     evaluate: Evaluate
     partitioning: str | None = None          # field of BenchmarkPartitions; None = unpartitioned table
     additional_deps: tuple[str, ...] = ()
+    needs_context: bool = False              # evaluate(wh, settings, where, context): reads the instance
 
 
 def _no_duplicates(table: str) -> CheckDef:
@@ -447,15 +578,18 @@ def _group_check(name: str, defs: list[CheckDef], pdef) -> Any:
             d = by_key[key]
             where = partition_filter(d.partitioning, context.partition_key) \
                 if d.partitioning is not None and context.has_partition_key else {}
-            r = d.evaluate(wh, s, where)
+            r = d.evaluate(wh, s, where, context) if d.needs_context else d.evaluate(wh, s, where)
             yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
                                    severity=r.severity, description=r.description, metadata=r.metadata)
     return _checks
 
 
-def build(settings: Settings, parts: BenchmarkPartitions) -> list:
+def build(settings: Settings, parts: BenchmarkPartitions, known: Mapping[str, bool] | None = None) -> list:
+    """Every check op. `known`: materializable asset name -> partitioned?, of the definitions; adds the health checks (nothing
+    usable in a cell, failed / truncated LLM calls, empty final table) for the tables that exist."""
     groups: dict[str | None, list[CheckDef]] = {}
-    for d in check_defs(settings, parts):
+    defs = check_defs(settings, parts) + (health_check_defs(settings, parts, known) if known is not None else [])
+    for d in defs:
         groups.setdefault(d.partitioning, []).append(d)
     return [_group_check(f"{kind or 'final_table'}_checks", defs, getattr(parts, kind) if kind else None)
             for kind, defs in groups.items()]

@@ -34,7 +34,8 @@ class _DagsterLogHandler(logging.Handler):
 
 def annotate_outputs(context, metadata: dict) -> None:
     """Add the LLM usage to the metadata of every output the step produces."""
-    names = getattr(context, "selected_output_names", None) or ["result"]
+    op_context = getattr(context, "op_execution_context", context)
+    names = getattr(op_context, "selected_output_names", None) or ["result"]
     for name in names:
         try:
             context.add_output_metadata(metadata, output_name=name)
@@ -54,7 +55,9 @@ class LLMResource(ConfigurableResource):
         settings = settings_for(self.config_path)
         partition_key = context.partition_key if getattr(context, "has_partition_key", False) else None
         warehouse = WarehouseResource(config_path=self.config_path).get()
+        op_context = getattr(context, "op_execution_context", context)
         client = LLMClient(settings, run_id=context.run_id, partition_key=partition_key,
+                           scope=str(getattr(op_context, "op_handle", "") or "") or None,
                            use_cache=(settings.use_cache and not self.no_cache),
                            record_sink=lambda rows: write_call_records(warehouse, rows),
                            flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)

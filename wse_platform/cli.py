@@ -51,6 +51,10 @@ def _select(defs, patterns: list[str] | None):
             chosen.append(k)
     if not chosen:
         raise SystemExit(f"error: --select {patterns} matches no asset")
+    from wse_platform.runner import expand_multi_assets
+    chosen, notes = expand_multi_assets(defs, chosen)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return chosen
 
 
@@ -155,8 +159,8 @@ def cmd_ui(args) -> int:
     get_instance(settings)  # created here, under the instance lock, not raced by dagster dev's processes
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
-    if args.config:
-        env["WSE_CONFIG"] = str(Path(args.config).resolve())
+    if settings.source_file:  # the config this command resolved (--config, $WSE_CONFIG or ./wse.yaml): the
+        env["WSE_CONFIG"] = str(Path(settings.source_file).resolve())  # code location runs in the repo folder
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1",
            "-p", str(args.port)]
     print("running:", " ".join(cmd))

@@ -43,8 +43,7 @@ ASSET_MODULES: tuple[str, ...] = (
     "assets.endings.tables",
     "assets.endings.rubric",
     "assets.endings.reports",
-    "assets.checks",
-)
+)  # assets.checks is built last, from the assets above (see build_definitions)
 
 
 def _asset_keys(objs: Iterable[object]) -> set[str]:
@@ -64,6 +63,10 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
     for name in ASSET_MODULES:
         objs.extend(importlib.import_module(name).build(settings, parts))
     objs.extend(build_sql_model_assets(_asset_keys(objs)))
+    from assets import checks
+    objs.extend(checks.build(settings, parts, known={
+        s.key.to_user_string(): s.partitions_def is not None
+        for o in objs if isinstance(o, AssetsDefinition) and o.is_materializable for s in o.specs}))
 
     from assets.automation import build_automation, with_automation  # sensors, schedules, conditions
     from assets.core import with_llm_calls_lineage

@@ -18,11 +18,11 @@ import yaml
 
 FULL_OVERLAY = Path(__file__).resolve().parent / "defaults" / "demo-full.yaml"
 SHOWN_TABLES = ("wse_cell_metrics", "ncp_summary", "endings_corpus_tension", "llm_usage")
-EXAMPLE_QUERIES = (
-    ("WSE-bench cells", "SELECT model, arch, n, G, C_obs, C_adj, R FROM wse_cell_metrics"),
-    ("NCP-Bench survival", "SELECT * FROM ncp_summary"),
-    ("LLM cost per role", "SELECT role, sum(calls) AS calls, sum(tokens_out) AS tokens_out FROM llm_usage "
-                          "GROUP BY role ORDER BY tokens_out DESC"),
+EXAMPLE_QUERIES = (  # one per benchmark family plus the cost view; pinned by tests/platform/test_demo.py
+    ("WSE-bench: coverage, consistency, richness per cell", "SELECT model, arch, n, G, C_obs, C_adj, R FROM wse_cell_metrics"),
+    ("NCP-Bench: how episodes end", "SELECT model, arch, avg_turns, trajectory_pct, pct_conflict, pct_success FROM ncp_summary"),
+    ("where the model time went", "SELECT role, sum(calls) AS calls, sum(tokens_out) AS tokens_out, "
+                                  "round(sum(backend_seconds)) AS seconds FROM llm_usage GROUP BY role ORDER BY seconds DESC"),
 )
 
 
@@ -76,7 +76,7 @@ def show_results(settings, config_flag: str) -> None:
     print(f"  {wse} ui                     # the Dagster UI: lineage, plots, checks (http://127.0.0.1:3000)")
     print(f"  {wse} status                 # what is stale or missing, and why")
     for label, query in EXAMPLE_QUERIES:
-        print(f'  {wse} sql "{query}"   # {label}')
+        print(f"  # {label}\n  {wse} sql \"{query}\"")
     print(f'  {wse} sql "SHOW TABLES"      # every table; add --format csv|json|markdown|vertical, -o FILE')
 
 

@@ -139,6 +139,10 @@ def check_models(settings: "Settings", names: list[str] | None = None) -> list[C
     from wse_platform.llm.errors import LLMInfrastructureError
 
     out = []
+    # one try per request, short timeout: doctor reports, the run's retry policy is not under test
+    quick = {n: (m.model_copy(update={"extra": {**m.extra, "max_retries": 0, "timeout_s": 60.0}})
+                 if m.backend == "litellm" else m) for n, m in settings.models.items()}
+    settings = settings.model_copy(update={"models": quick})
     with tempfile.TemporaryDirectory(prefix="wse-doctor-") as tmp:
         for name in names or sorted(settings.models):
             m = settings.models[name]

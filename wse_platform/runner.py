@@ -35,6 +35,13 @@ DAGSTER_YAML = """\
 # (run tag `wse/backend`), so parallel cells respect each backend's limit.
 telemetry:
   enabled: false
+# Under `wse ui`, the daemon fails runs whose process died (kill -9, OOM) instead of leaving them STARTED;
+# `wse` commands do the same for their own in-process runs at start (runner.fail_orphaned_runs).
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  max_resume_run_attempts: 0
+  poll_interval_seconds: 60
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
@@ -99,6 +106,7 @@ def get_instance(settings: Settings) -> DagsterInstance:
                 "are separate files and are not affected).\n"
                 f"  fix: move it aside (mv {home} {home}.broken) and run `wse materialize` without --stale "
                 "(the record of what was built goes with it; cached LLM answers are reused)") from err
+    fail_orphaned_runs(instance)
     return instance
 
 
@@ -157,6 +165,24 @@ def materializable(defs: Definitions) -> dict[AssetKey, AssetsDefinition]:
             for k in a.keys:
                 out[k] = a
     return out
+
+
+def expand_multi_assets(defs: Definitions, keys: Sequence[AssetKey]) -> tuple[list[AssetKey], list[str]]:
+    """`keys` plus the other outputs of every multi-asset that cannot run partially (they are
+    written by one computation), and a note naming what was added and why."""
+    by_key = materializable(defs)
+    out, notes, seen = list(keys), [], set(keys)
+    for k in keys:
+        a = by_key[k]
+        missing = [s for s in a.keys if s not in seen] if not a.can_subset else []
+        if missing:
+            out += missing
+            seen |= set(missing)
+            names = ", ".join(sorted(x.to_user_string() for x in a.keys))
+            notes.append(f"{k.to_user_string()} is computed together with "
+                         f"{', '.join(sorted(m.to_user_string() for m in missing))} (one step writes {names}); "
+                         "selected them too")
+    return out, notes
 
 
 def observable_sources(defs: Definitions) -> list:
@@ -295,18 +321,17 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
                 break
             t0 = time.perf_counter()
             echo(f"[{i}/{len(steps)}] materializing {step.label()}")
-            result = materialize(
-                assets, instance=instance, resources=defs.resources, partition_key=step.partition_key,
-                run_config=QUIET_RUN_CONFIG,
-                selection=AssetSelection.assets(*step.keys), raise_on_error=False, tags=tags or {},
-            )
+            result = run_in_location(defs, step, instance, tags or {})
             dt = time.perf_counter() - t0
             report.steps.append((step, result.success, dt))
-            if not result.success:
+            interrupted = _interrupted(result)
+            if interrupted:
+                echo(f"    INTERRUPTED after {dt:.1f}s (the run is recorded as failed)")
+            elif not result.success:
                 echo(f"    FAILED after {dt:.1f}s: {_first_error(result)}")
             else:
                 echo(f"    ok ({dt:.1f}s)")
-            if _interrupted(result) and not stop.signal_name:
+            if interrupted and not stop.signal_name:
                 stop.signal_name = "an interrupt"  # seen by Dagster before our watcher counted it
         report.interrupted_by = stop.signal_name
     if report.interrupted_by:
@@ -394,6 +419,94 @@ class StopOnSignal:
         if first:
             self._echo(f"{self.signal_name}: stopping — the current run is interrupted and recorded as failed, "
                        "no further run starts (send it again to exit at once)")
+
+
+WORKSPACE_FILE = Path(__file__).resolve().parents[1] / "workspace.yaml"
+PID_TAG, HOST_TAG, PSTART_TAG = "wse/pid", "wse/host", "wse/process_start"
+
+
+def _process_start(pid: int) -> str | None:
+    """The kernel's start time of a process (guards against a reused pid); None if unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_tags() -> dict[str, str]:
+    import socket
+    tags = {PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    start = _process_start(os.getpid())
+    if start:
+        tags[PSTART_TAG] = start
+    return tags
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return start is None or _process_start(pid) in (None, start)
+
+
+def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
+    """Mark failed the in-process runs of `wse` commands whose process is gone (killed with -9):
+    they would otherwise stay STARTED for ever. Returns their run ids."""
+    import socket
+
+    from dagster import DagsterRunStatus, RunsFilter
+
+    active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED]
+    host, failed = socket.gethostname(), []
+    for rec in instance.get_run_records(RunsFilter(statuses=active, tags={HOST_TAG: host})):
+        run = rec.dagster_run
+        pid = run.tags.get(PID_TAG)
+        if not pid or not pid.isdigit() or _alive(int(pid), run.tags.get(PSTART_TAG)):
+            continue
+        instance.report_run_failed(run, f"the process running it (pid {pid} on {host}) is gone, e.g. killed: "
+                                        "marked failed by the next `wse` command")
+        failed.append(run.run_id)
+    return failed
+
+
+def _remote_origin(job_name: str):
+    """The origin `wse ui` (dagster dev -w workspace.yaml) gives this job, so the UI finds the job of a
+    CLI run in its code location: the run shows its asset selection and can be re-executed there."""
+    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+    from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
+    from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+    origins = WorkspaceFileTarget(paths=[str(WORKSPACE_FILE)]).create_origins()
+    if not origins:
+        return None
+    return RemoteJobOrigin(RemoteRepositoryOrigin(origins[0], SINGLETON_REPOSITORY_NAME), job_name)
+
+
+def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInstance, tags: dict[str, str]):
+    """One in-process run of `step` as a run of the code location's implicit asset job
+    (`__ASSET_JOB`, which `wse ui` loads), not of an ephemeral job the UI does not know.
+
+    Dagster's in-process execution creates the run without a code-location origin; the origin
+    is added at creation (`create_run_for_job` of this instance object only), which is what the
+    UI's "Re-execute" needs (tests/orchestration/test_cli_runs.py pins it).
+    """
+    import functools
+
+    job = defs.get_implicit_global_asset_job_def()
+    origin = _remote_origin(job.name)
+    tags = {**tags, **process_tags()}
+    original = instance.create_run_for_job
+    if origin is not None:
+        instance.create_run_for_job = functools.partial(original, remote_job_origin=origin)  # type: ignore[method-assign]
+    try:
+        return job.execute_in_process(run_config=QUIET_RUN_CONFIG, instance=instance, partition_key=step.partition_key,
+                                      raise_on_error=False, tags=tags, asset_selection=list(step.keys))
+    finally:
+        if origin is not None:
+            del instance.create_run_for_job  # back to the class's method
 
 
 def _first_error(result) -> str:

@@ -112,9 +112,16 @@ class Warehouse:
         """The process holding the inter-process lock, as its owner note describes it."""
         try:
             note = json.loads(self.owner_file.read_text())
-            return f"PID {note['pid']} ({note['command']}, since {note['since']})"
+            holder = f"PID {note['pid']} ({note['command']}, since {note['since']})"
         except (OSError, ValueError, KeyError, TypeError):
             return "another process (it left no owner note)"
+        try:
+            os.kill(int(note["pid"]), 0)
+        except ProcessLookupError:
+            return f"another process (the last note names {holder}, which is no longer running)"
+        except (PermissionError, ValueError, OSError):
+            pass
+        return holder
 
     def _acquire(self, lock: FileLock) -> None:
         start = time.monotonic()

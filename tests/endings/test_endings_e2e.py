@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 import yaml
 
@@ -58,7 +59,7 @@ def config(tmp_path_factory):
             "generators": ["smollm2"], "pipelines": ["vanilla"],
             "corpora": [{"name": "tiny", "path": str(corpus)}],
             "min_words": 100, "k": 2, "position_stride": 5, "max_human_stories": 1, "n_ideas": 1,
-            "forecast_sampling": {"temperature": 1.2, "top_p": 0.95, "max_tokens": 40},
+            "forecast_sampling": {"temperature": 1.2, "top_p": 0.95, "max_tokens": 150},   # the paper's cap
             "story_sampling": {"temperature": 0.7, "min_p": 0.1, "max_tokens": 200},
         },
     }
@@ -95,16 +96,20 @@ def test_human_set_stories_to_verdicts(config):
     assert pos["tokenizer"][0].startswith("embedded:SmolLM2")
 
     preds = wh.query("SELECT * FROM endings_predictions ORDER BY position, sample_index")
-    assert preds.height == 6 and preds["failure_json"].is_null().all()
-    assert all(p.strip() for p in preds["prediction"])
+    assert preds.height == 6
+    # a prediction, or (a 135M model may ramble past the token cap) a recorded failure — never both
+    assert all((p is None) != (f is None) for p, f in zip(preds["prediction"], preds["failure_json"]))
+    ok = preds.filter(pl.col("failure_json").is_null())
+    assert all(p.strip() for p in ok["prediction"])
 
     v = wh.query("SELECT * FROM endings_verdicts ORDER BY position, sample_index")
     assert v.height == 6
-    assert set(v["verdict"].to_list()) <= {"Y", "N"}
+    assert set(v.filter(pl.col("failure_json").is_null())["verdict"].to_list()) <= {"Y", "N"}
     assert v["judge_config_id"].unique().to_list() == ["endings.judge:smollm2:v1:x1"]
     assert v["same_model_judge"].all()
-    calls = wh.query("SELECT role, count(*) AS n FROM llm_calls GROUP BY role ORDER BY role")
-    assert dict(calls.iter_rows()) == {"endings.forecast": 3, "endings.judge": 6}  # n = K in one call
+    calls = dict(wh.query("SELECT role, count(*) AS n FROM llm_calls GROUP BY role ORDER BY role").iter_rows())
+    assert calls["endings.forecast"] >= 3                  # one n = K request per position (+ retries)
+    assert calls.get("endings.judge", 0) == ok.height      # one judge call per valid prediction
 
 
 def test_generated_vanilla_story(config):

@@ -95,10 +95,12 @@ class LLMClient:
                  use_cache: bool | None = None, backends: dict[str, Backend] | None = None,
                  progress: ProgressFn | bool | None = None, max_attempts: int = MAX_ATTEMPTS,
                  record_sink: Callable[[list[dict[str, Any]]], Any] | None = None, flush_every: int = 25,
-                 flush_interval_s: float = 2.0):
+                 flush_interval_s: float = 2.0, scope: str | None = None):
         self.settings = settings
         self.run_id = run_id or f"session-{uuid.uuid4().hex[:12]}"
         self.partition_key = partition_key
+        # the step making the calls: two steps of one run asking the same thing get distinct call ids
+        self.scope = scope
         self.use_cache = settings.use_cache if use_cache is None else use_cache
         self.progress = progress
         self.max_attempts = max_attempts
@@ -349,7 +351,8 @@ class LLMClient:
         with self._lock:  # the same request made again in this run gets its own, still stable, id
             seen = self._occurrences.get((s.request_key, s.attempt), 0)
             self._occurrences[(s.request_key, s.attempt)] = seen + 1
-        id_src = f"{self.run_id}\x1f{s.request_key}\x1f{s.attempt}" + (f"\x1f{seen}" if seen else "")
+        id_src = f"{self.run_id}\x1f{s.request_key}\x1f{s.attempt}" + (f"\x1f{seen}" if seen else "") \
+            + (f"\x1f{self.scope}\x1f{self.partition_key}" if self.scope else "")
         call_id = hashlib.sha256(id_src.encode()).hexdigest()[:32]
         reasons = [r for r in (meta.get("finish_reasons") or []) if r]
         thoughts = [r for r in reasoning if r]

@@ -12,6 +12,7 @@ def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Be
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -27,14 +28,18 @@ def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Be
             ax.fill_between(g["turn"].to_list(), lo.to_list(), hi.to_list(), step="post", alpha=0.15,
                             color=line.get_color())
             ax.plot(g["turn"], g["raw_share_active"], linestyle=":", color=line.get_color(), alpha=0.8)
+        if sub.is_empty():
+            ax.text(0.5, 0.5, "no data yet: no audited episode", ha="center", va="center", fontsize=10,
+                    color="0.4", transform=ax.transAxes)
         ax.set_title(auditor, fontsize=9)
         ax.set_xlabel("turn")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # turns are whole numbers
         ax.set_ylabel("survival (KM, solid) / share active at t, turns >= t (dotted)")
         ax.set_ylim(-0.02, 1.02)
         if not sub.is_empty():
             ax.legend(fontsize=7, loc="lower left")
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.93))  # keep the panel titles clear of the figure title
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -11,11 +11,19 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from wse_platform.config import WSE_ARCHITECTURES  # noqa: E402
 from wse_platform.metrics.wse import consistency_curve, pareto  # noqa: E402
+
+
+def _no_data(ax, what: str) -> None:
+    """A visible note instead of empty axes."""
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, f"no data yet: {what}", ha="center", va="center", fontsize=10, color="0.4",
+            transform=ax.transAxes)
 
 
 def _png(fig) -> bytes:
@@ -33,7 +41,10 @@ def heatmap_png(cells: pl.DataFrame, metric: str) -> bytes:
     for m, a, v in cells.select("model", "arch", metric).iter_rows():
         if v is not None:
             grid[models.index(m), archs.index(a)] = v
-    fig, ax = plt.subplots(figsize=(1.0 + 0.75 * len(archs), 1.2 + 0.45 * len(models)))
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.0 + 0.75 * len(archs)), max(2.0, 1.2 + 0.45 * len(models))))
+    if not models or not archs or np.isnan(grid).all():
+        _no_data(ax, f"no cell has a {metric} value")
+        return _png(fig)
     im = ax.imshow(grid, vmin=0, vmax=100, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(archs)), archs, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(models)), models, fontsize=8)
@@ -53,6 +64,9 @@ def pareto_png(cells: pl.DataFrame, axis: str = "C_adj") -> bytes:
     pts = list(zip(ok[axis].to_list(), ok["R"].to_list()))
     status = pareto(pts)
     fig, ax = plt.subplots(figsize=(6.5, 5))
+    if not pts:
+        _no_data(ax, f"no cell has both {axis} and R")
+        return _png(fig)
     for p, (model, arch) in zip(status, ok.select("model", "arch").iter_rows()):
         style = ("o", "tab:red") if p.supported else ("s", "tab:orange") if p.non_dominated else (".", "tab:gray")
         ax.plot(p.consistency, p.richness, style[0], color=style[1], ms=6 if p.non_dominated else 4)
@@ -72,6 +86,9 @@ def pareto_png(cells: pl.DataFrame, axis: str = "C_adj") -> bytes:
 def km_curves_png(frame: pl.DataFrame, horizon: int) -> bytes:
     """Kaplan–Meier S(t) per model, pooling the model's trajectories over architectures."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    if frame.is_empty():
+        _no_data(ax, "no judged trajectory")
+        return _png(fig)
     steps = np.arange(0, horizon + 1)
     for model in sorted(frame["model"].unique().to_list()):
         g = frame.filter(pl.col("model") == model)
@@ -79,6 +96,7 @@ def km_curves_png(frame: pl.DataFrame, horizon: int) -> bytes:
                                     g["censored_at"].to_list())
         ax.step(steps, np.concatenate([[1.0], s]), where="post", label=model)
     ax.set_xlabel("step t")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel("S(t): no contradiction yet")
     ax.set_ylim(0, 1.02)
     ax.set_title("Kaplan–Meier consistency survival per model")

@@ -56,8 +56,9 @@ def build_all_tables(trajectories: pl.DataFrame, trajectory_consistency: pl.Data
         "wse_horizon_sensitivity": horizon_sensitivity(frame, info, params),
         "wse_first_violations": first_violations(frame, consistency_steps, info, params),
         "wse_generation_failures": generation_failures(trajectories, params),
-        "wse_failure_kinds": (failure_kinds(trajectory_steps, consistency_verdicts, richness_verdicts, llm_calls, params)
-                              if trajectory_steps is not None and not no_votes else empty("wse_failure_kinds")),
+        "wse_failure_kinds": (
+            failure_kinds(trajectory_steps, consistency_verdicts, richness_verdicts, llm_calls, params)
+            if trajectory_steps is not None and not no_votes else empty("wse_failure_kinds")),
         "wse_judge_agreement": (empty("wse_judge_agreement") if no_votes else
                                 judge_agreement(consistency_verdicts, params, {"c": info["consistency_judge_id"]})),
         "wse_precursor_audit": (precursor_audit(frame, consistency_verdicts, trajectory_steps, info, params)

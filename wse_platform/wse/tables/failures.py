@@ -39,7 +39,8 @@ def generation_failures(trajectories: pl.DataFrame, params: TableParams | None =
                 failed = sub.filter(pl.col("failure_component").is_not_null() if comp == "any"
                                     else pl.col("failure_component") == comp)
                 lost = int(failed["lost_steps_wmem"].fill_null(0).sum()) if comp == WORLD_MEMORY_AGENT else None
-                rows.append({"scope": scope, "model_group": group, "model": model, "component": comp, "n_enabled": sub.height,
+                rows.append({"scope": scope, "model_group": group, "model": model, "component": comp,
+                             "n_enabled": sub.height,
                              "n_failures": failed.height, "failure_rate_pct": 100.0 * failed.height / sub.height,
                              "median_failure_step": float(failed["failure_step"].median()) if failed.height else None,
                              "lost_steps_wmem": lost,

@@ -122,15 +122,21 @@ def model_pool_matrix(cells: Sequence[tuple[str, str]]) -> tuple[list[str], np.n
     return models, pool
 
 
-def pooled_km(arrays: bs._PanelArrays, weights: np.ndarray, pool: np.ndarray) -> dict[str, np.ndarray]:
+def pooled_arrays(arrays: bs._PanelArrays, pool: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, int]]:
+    """Per-unit risk and event indicators summed over each pooled group of cells: (units, groups·H)."""
+    n_units = arrays.at_risk.shape[0]
+    n_cells, h = arrays.shape
+    at_risk = np.einsum("uch,cg->ugh", arrays.at_risk.reshape(n_units, n_cells, h), pool).reshape(n_units, -1)
+    event = np.einsum("uch,cg->ugh", arrays.event.reshape(n_units, n_cells, h), pool).reshape(n_units, -1)
+    return at_risk, event, (pool.shape[1], h)
+
+
+def pooled_km(pooled: tuple[np.ndarray, np.ndarray, tuple[int, int]], weights: np.ndarray) -> dict[str, np.ndarray]:
     """C_obs / C_adj of one Kaplan–Meier per pooled group of cells (risk sets and events summed over
-    the group's cells before the product-limit): arrays (b, n_groups)."""
+    the group's cells before the product-limit), for each weight row: arrays (b, n_groups)."""
+    at_risk, event, shape = pooled
     w = np.atleast_2d(weights)
-    y = (w @ arrays.at_risk).reshape(-1, *arrays.shape)         # (b, cells, H)
-    d = (w @ arrays.event).reshape(-1, *arrays.shape)
-    yp = np.einsum("bch,cg->bgh", y, pool)
-    dp = np.einsum("bch,cg->bgh", d, pool)
-    c_obs, c_adj = km.c_obs_c_adj(yp, dp)
+    c_obs, c_adj = km.c_obs_c_adj((w @ at_risk).reshape(-1, *shape), (w @ event).reshape(-1, *shape))
     return {"C_obs": c_obs, "C_adj": c_adj}
 
 
@@ -160,12 +166,12 @@ def source_family_pooled(frame: pl.DataFrame, info: Mapping[str, Any], params: T
     design = seed_design(frame, stratify_by_family=True)
     seed_family = dict(frame.select("seed_id", "source_family").unique().iter_rows())
     units = {f: np.array([i for i, u in enumerate(panel.unit_ids) if seed_family[u] == f]) for f in families}
-    arrays = {f: bs.prepare(panel.subset(units[f])) for f in families}
     models, pool = model_pool_matrix(panel.cells)
+    pooled = {f: pooled_arrays(bs.prepare(panel.subset(units[f])), pool) for f in families}
 
     def stat(w: np.ndarray) -> dict[str, np.ndarray]:
         out = {}
-        per = {f: pooled_km(arrays[f], w[:, units[f]], pool) for f in families}
+        per = {f: pooled_km(pooled[f], w[:, units[f]]) for f in families}
         for m in ("C_obs", "C_adj"):
             cols = [per[f][m] for f in families] + [np.nanmean(per[f][m], axis=1, keepdims=True) for f in families]
             out[m] = np.column_stack(cols)

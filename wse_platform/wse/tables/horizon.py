@@ -8,12 +8,11 @@ import numpy as np
 import polars as pl
 
 from wse_platform.metrics import wse as M
-from wse_platform.stats import bootstrap as bs
 from wse_platform.wse.tables.frame import (
-    TableParams,
     CELL,
     EARLY_STEP,
     SENSITIVITY_HORIZONS,
+    TableParams,
     _nan,
 )
 from wse_platform.wse.tables.schema import _finish

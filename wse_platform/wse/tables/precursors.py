@@ -31,6 +31,7 @@ _STOP = frozenset("that this with from have were been they them their there what
                   "should about into over under after before again also just only very more most some than then "
                   "your yours will shall does done being".split())
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 
 
 def content_tokens(text: str | None) -> set[str]:
@@ -39,8 +40,7 @@ def content_tokens(text: str | None) -> set[str]:
         return set()
     t = text.casefold()
     words = {w for w in re.findall(r"[^\W\d_]{4,}", t) if not _CJK.search(w) and w not in _STOP}
-    cjk = "".join(ch if _CJK.match(ch) else " " for ch in t)
-    bigrams = {run[i:i + 2] for run in cjk.split() for i in range(len(run) - 1)}
+    bigrams = {run[i:i + 2] for run in _CJK_RUN.findall(t) for i in range(len(run) - 1)}
     return words | bigrams
 
 
@@ -54,9 +54,9 @@ def match_score(claim: set[str], text: str | None) -> float:
 
 def _texts(row: dict[str, Any]) -> dict[str, str]:
     def flat(js: str | None) -> str:
-        if not js:
-            return ""
-        try:
+        if not js or "\\u" not in js:      # keys and values tokenise the same inside JSON text
+            return js or ""
+        try:                               # \uXXXX escapes (e.g. CJK) must become characters
             return json.dumps(json.loads(js), ensure_ascii=False)
         except ValueError:
             return js

@@ -101,7 +101,8 @@ def cost_contrasts(llm_calls: pl.DataFrame, cells: pl.DataFrame, params: TablePa
     c = c.with_columns(
         tokens_per_trajectory=(pl.col("tokens_in") + pl.col("tokens_out")) / pl.col("n"),
         cost_per_trajectory=pl.col("cost_usd") / pl.col("n"),
-        tokens_per_step=pl.when(pl.col("steps") > 0).then((pl.col("tokens_in") + pl.col("tokens_out")) / pl.col("steps")))
+        tokens_per_step=pl.when(pl.col("steps") > 0)
+        .then((pl.col("tokens_in") + pl.col("tokens_out")) / pl.col("steps")))
     rows = [{"row_kind": "cell", "scope": "cell", "model": r["model"], "arch": r["arch"], "n_calls": r["n_calls"],
              "tokens_per_trajectory": r["tokens_per_trajectory"], "cost_per_trajectory": r["cost_per_trajectory"],
              "tokens_per_step": r["tokens_per_step"], "G": r["G"]} for r in c.iter_rows(named=True)]

@@ -40,7 +40,8 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "wse_first_violations": {"table_kind": _S, "scope": _S, "model_group": _S, "model": _S, "label": _S,
                              "source": _S, "n": _I, "pct": _F, "median_step": _F, "judge_config_id": _S},
     "wse_generation_failures": {
-        "scope": _S, "model_group": _S, "model": _S, "component": _S, "n_enabled": _I, "n_failures": _I, "failure_rate_pct": _F,
+        "scope": _S, "model_group": _S, "model": _S, "component": _S, "n_enabled": _I, "n_failures": _I,
+        "failure_rate_pct": _F,
         "median_failure_step": _F, "lost_steps_wmem": _I, "lost_steps_pct": _F, "horizon": _I},
     "wse_failure_kinds": {"source": _S, "scope": _S, "model_group": _S, "model": _S, "role": _S, "error_kind": _S,
                           "n": _I, "n_length_cut": _I},

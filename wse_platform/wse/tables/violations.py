@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
+
 from wse_platform.wse.tables.frame import (
     COMMITMENT_SOURCES,
     NO_CATEGORY,
@@ -50,7 +51,8 @@ def first_violations(frame: pl.DataFrame, consistency_steps: pl.DataFrame, info:
                        commitment_source=pl.col("prior_source_majority").fill_null("unresolved"))
     if not f.height:
         return _rows("wse_first_violations", [])
-    scopes: list[tuple[str, str | None, pl.DataFrame, list[str]]] = [("all", None, f, []), ("model", None, f, ["model"])]
+    scopes: list[tuple[str, str | None, pl.DataFrame, list[str]]] = [("all", None, f, []),
+                                                                     ("model", None, f, ["model"])]
     if params is not None and params.model_groups:
         for group, models in params.groups(f["model"].unique().to_list()).items():
             scopes.append(("group", group, f.filter(pl.col("model").is_in(models)), []))

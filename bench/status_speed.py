@@ -1,0 +1,55 @@
+"""Wall time of `wse status` on a materialized warehouse (the README target: ≤ 5 s on the demo).
+
+Runs the real command in a fresh process `--runs` times (process start, imports, building the
+definitions, observing the config sources, the stale resolver) and reports each wall time and
+the time the command itself prints for its status computation. `--profile` runs it once more
+in-process under cProfile and prints the 25 most expensive functions (cumulative).
+
+    python bench/status_speed.py --config .wse-demo/wse.yaml [--runs 3] [--profile]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", required=True, help="config of a warehouse that has been materialized")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    cmd = [sys.executable, "-m", "wse_platform.cli", "--config", args.config, "status"]
+    env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"}
+    walls = []
+    for i in range(args.runs):
+        t0 = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        wall = time.perf_counter() - t0
+        walls.append(wall)
+        summary = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()[-300:]
+        inner = re.search(r"\(([\d.]+)s\)", summary)
+        print(f"run {i + 1}: {wall:.2f} s wall (exit {out.returncode}); status computation "
+              f"{inner.group(1) + ' s' if inner else '?'}; {summary}")
+    print(f"best {min(walls):.2f} s, median {sorted(walls)[len(walls) // 2]:.2f} s over {len(walls)} runs")
+    if args.profile:
+        from wse_platform import cli
+        prof = cProfile.Profile()
+        prof.enable()
+        cli.main(["--config", args.config, "status"])
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""CLI runs as the UI sees them (issue 13 items 6-7, issue 14 items 10 and 12). No LLM."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from dagster import AssetKey, DagsterInstance, DagsterRunStatus, Definitions, MaterializeResult, asset, multi_asset
+from dagster import AssetSpec
+
+from wse_platform.runner import (
+    HOST_TAG,
+    PID_TAG,
+    RunPlanStep,
+    _remote_origin,
+    execute,
+    expand_multi_assets,
+    fail_orphaned_runs,
+)
+
+
+@asset
+def upstream():
+    return MaterializeResult()
+
+
+@asset(deps=[upstream])
+def downstream():
+    return MaterializeResult()
+
+
+def test_cli_runs_belong_to_the_ui_code_location_and_show_their_selection(tmp_path):
+    defs = Definitions(assets=[upstream, downstream])
+    with DagsterInstance.ephemeral() as instance:
+        report = execute(defs, [RunPlanStep([AssetKey("downstream")], None)], instance, echo=lambda *_: None)
+        assert report.ok
+        run = instance.get_runs(limit=1)[0]
+    # the job exists in the code location (not `__ephemeral_asset_job__`) ...
+    assert defs.get_repository_def().has_job(run.job_name)
+    # ... the run carries the origin `wse ui` gives that location, which "Re-execute" looks up ...
+    want = _remote_origin(run.job_name)
+    assert run.remote_job_origin is not None
+    assert run.remote_job_origin.location_name == want.location_name
+    assert run.remote_job_origin.repository_origin.repository_name == want.repository_origin.repository_name
+    # ... and the run's target is its asset selection
+    assert run.asset_selection == {AssetKey("downstream")}
+
+
+def test_orphaned_cli_run_is_marked_failed_at_the_next_start(tmp_path):
+    import socket
+
+    defs = Definitions(assets=[upstream])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with DagsterInstance.ephemeral() as instance:
+        job = defs.get_implicit_global_asset_job_def()
+        orphan = instance.create_run_for_job(job, tags={PID_TAG: str(dead.pid), HOST_TAG: socket.gethostname()},
+                                             status=DagsterRunStatus.STARTED)
+        mine = instance.create_run_for_job(job, tags={PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
+                                           status=DagsterRunStatus.STARTED)
+        assert fail_orphaned_runs(instance) == [orphan.run_id]
+        assert instance.get_run_by_id(orphan.run_id).status == DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(mine.run_id).status == DagsterRunStatus.STARTED  # its process is alive
+
+
+@multi_asset(specs=[AssetSpec("traj_steps"), AssetSpec("traj_summary"), AssetSpec("traj_other")])
+def traj():
+    yield from ()
+
+
+def test_glob_splitting_a_multi_asset_selects_the_whole_multi_asset(capsys, tmp_path, monkeypatch):
+    from wse_platform import cli
+
+    defs = Definitions(assets=[traj, upstream])
+    keys, notes = expand_multi_assets(defs, [AssetKey("traj_steps")])
+    assert set(keys) == {AssetKey("traj_steps"), AssetKey("traj_summary"), AssetKey("traj_other")}
+    assert "traj_summary" in notes[0] and "traj_other" in notes[0]
+    chosen = cli._select(defs, ["traj_s*"])  # the glob of the issue (`wse_traj*`) on this graph
+    assert set(chosen) == set(keys)
+    assert "computed together" in capsys.readouterr().err
+
+
+def test_wse_ui_in_a_folder_with_its_own_config_uses_that_config(tmp_path, monkeypatch):
+    from tests.conftest import write_config
+    from wse_platform import cli
+
+    cfg = write_config(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WSE_CONFIG", raising=False)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    seen = {}
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env, cwd: seen.update(env=env, cwd=cwd) or 0)
+    assert cli.main(["ui"]) == 0
+    # dagster dev runs in the repository; the code location must still read ./wse.yaml of this folder
+    assert seen["env"]["WSE_CONFIG"] == str(cfg.resolve())

@@ -1,0 +1,66 @@
+"""`wse demo`: the quick scale still builds every asset; `--full` is the earlier demo; the closing hints work."""
+from __future__ import annotations
+
+import yaml
+
+from tests.conftest import write_config
+from wse_platform import demo, sqlshell
+from wse_platform.config import DEFAULT_CONFIG, load_settings
+from wse_platform.sql_models import run_models
+from wse_platform.warehouse import Warehouse
+
+
+def test_full_demo_is_wse_yaml_plus_the_overlay_with_its_own_warehouse(tmp_path):
+    base = write_config(tmp_path)
+    quick = load_settings(base)
+    full = load_settings(demo.full_demo_config(base))
+    assert (quick.ncp.t_max, quick.endings.k, quick.endings.max_positions_per_story) == (2, 2, 2)
+    assert (full.ncp.t_max, full.endings.k, full.endings.max_positions_per_story) == (3, 3, 3)
+    assert full.endings.story_sampling.max_tokens == 600 and quick.endings.story_sampling.max_tokens == 300
+    assert [a.count for a in full.ncp.reaudit_auditors] == [3]
+    assert full.warehouse.parent.name == "demo-full" and full.warehouse != quick.warehouse
+    assert full.cache_dir == quick.cache_dir  # calls the quick demo made are reused
+    # nothing else differs
+    overlay = yaml.safe_load(demo.FULL_OVERLAY.read_text())
+    q, f = quick.model_dump(), full.model_dump()
+    for section in ("wse", "models", "concurrency"):
+        assert q[section] == f[section]
+    for section, keys in overlay.items():
+        rest = lambda d: {k: v for k, v in d[section].items() if k not in keys}  # noqa: E731
+        assert rest(q) == rest(f)
+
+
+def test_quick_demo_builds_the_same_assets_as_the_full_one(tmp_path):
+    """Every benchmark and every final table is still in the quick demo, with partitions to run."""
+    from wse_platform.definitions import build_definitions
+    from wse_platform.runner import materializable
+
+    full_cfg = demo.full_demo_config(write_config(tmp_path))
+    graphs = {}
+    for name, cfg in (("quick", str(DEFAULT_CONFIG)), ("full", str(full_cfg))):
+        defs = build_definitions(cfg)
+        graph = defs.resolve_asset_graph()
+        keys = set(materializable(defs))
+        empty = [k for k in keys if graph.get(k).partitions_def is not None
+                 and not graph.get(k).partitions_def.get_partition_keys()]
+        assert not empty, f"{name}: assets with no partition to run: {empty}"
+        graphs[name] = keys
+    assert graphs["quick"] == graphs["full"]
+    names = {k.to_user_string() for k in graphs["quick"]}
+    for table in demo.SHOWN_TABLES + ("wse_pareto", "ncp_survival", "endings_pipeline_effect"):
+        assert table in names
+
+
+def test_closing_hints_name_the_ui_and_three_queries_that_run(tmp_path, monkeypatch, capsys):
+    base = write_config(tmp_path)
+    settings = load_settings(base)
+    wh = Warehouse(settings.warehouse)
+    wh.ensure_schema()
+    run_models(wh)  # llm_usage and the other SQL models, empty
+    for _, query in demo.EXAMPLE_QUERIES:  # the printed queries bind against the real schema
+        with wh.connect(read_only=True) as con:
+            sqlshell.run_query(con, query)
+    demo.show_results(settings, "")
+    out = capsys.readouterr().out
+    assert "wse ui" in out and "What next" in out
+    assert sum(f'wse sql "{q}"' in out for _, q in demo.EXAMPLE_QUERIES) == 3
