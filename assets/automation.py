@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from dagster import (
+    AssetChecksDefinition,
     AssetKey,
     AssetSelection,
     AssetsDefinition,
@@ -74,7 +75,7 @@ def with_automation(objs: list) -> list:
     cond = rebuild_condition()
     out = []
     for o in objs:
-        if isinstance(o, AssetsDefinition) and o.is_materializable:
+        if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition) and o.is_materializable:
             o = o.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=cond))
         out.append(o)
     return out

@@ -82,7 +82,7 @@ def mark_llm_calls(context, n_records: int, n_failed: int = 0) -> None:
         return
     step = str(getattr(context, "op_handle", None) or "step")
     partition = context.partition_key if getattr(context, "has_partition_key", False) else None
-    version = f"{context.run_id[:8]}:{step}:{partition or '-'}:{n_records}"
+    version = f"{context.run.run_id[:8]}:{step}:{partition or '-'}:{n_records}"
     context.log_event(AssetMaterialization(
         asset_key=LLM_CALLS, tags={"dagster/data_version": version},
         metadata={"calls_added": n_records, "failed_calls_added": n_failed, "by_step": str(step),

@@ -221,7 +221,7 @@ def describe_tables(objs: list, warehouse_path: Path) -> list:
     """Definition metadata on every table asset: `dagster/table_name`, `dagster/column_schema` from
     the DDL, an owner per benchmark and tags (benchmark, layer), so the catalog shows them before
     anything is materialized."""
-    from dagster import AssetsDefinition, AssetSpec
+    from dagster import AssetChecksDefinition, AssetsDefinition, AssetSpec
 
     schemas = ddl_column_schemas()
     db = Path(warehouse_path).stem
@@ -239,7 +239,9 @@ def describe_tables(objs: list, warehouse_path: Path) -> list:
 
     out = []
     for o in objs:
-        if isinstance(o, AssetsDefinition):
+        if isinstance(o, AssetChecksDefinition):
+            pass
+        elif isinstance(o, AssetsDefinition):
             o = o.map_asset_specs(decorate)
         elif isinstance(o, AssetSpec):
             o = decorate(o)

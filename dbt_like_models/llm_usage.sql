@@ -1,5 +1,6 @@
 -- Usage per run, role and model: calls, cache hits, tokens, latency, cost, failures by kind
--- (truncated = answer cut by max_tokens; input_truncated = prompt cut to fit the context;
+-- (truncated = answer cut by max_tokens, a failure; answers_cut = every cut answer, also those a
+-- role accepts (allow_truncated) and cut closed choices; input_truncated = prompt cut to fit the context;
 -- transport = provider error after retries; infrastructure = the run failed, see the README),
 -- cut prompts (also when allowed), reasoning tokens and backend calls per endpoint.
 SELECT
@@ -16,6 +17,7 @@ SELECT
     sum(cost_usd)                                                AS cost_usd,
     count(*) FILTER (WHERE NOT valid)                            AS invalid_attempts,
     count(*) FILTER (WHERE error_kind = 'truncated')             AS truncated,
+    count(*) FILTER (WHERE finish_reason = 'length')             AS answers_cut,
     count(*) FILTER (WHERE error_kind = 'input_truncated')       AS input_truncated,
     count(*) FILTER (WHERE coalesce(prompt_truncated_tokens, 0) > 0) AS prompts_cut,
     count(*) FILTER (WHERE error_kind = 'transport')             AS transport_failures,

@@ -70,10 +70,14 @@ def cmd_materialize(args) -> int:
     keys = _select(defs, args.select)
     t0 = time.perf_counter()
     observe_sources(defs, instance)
-    problem = warehouse_problem(settings, defs if args.stale else None, instance)
-    if problem:  # unreadable file (any mode); deleted file under --stale, which would find nothing to do
+    problem = warehouse_problem(settings)
+    if problem:  # a truncated or corrupt warehouse file: never written over, never called fresh
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    if args.stale and warehouse_problem(settings, defs, instance):  # deleted: --stale would find nothing
+        print(f"note: the warehouse {settings.warehouse} does not exist but the run history records built "
+              "assets: rebuilding every selected asset, not only stale ones", file=sys.stderr)
+        args.stale = False
     if args.stale:
         partitions = stale_partitions(defs, instance, keys)
         keys = [k for k in keys if k in partitions]

@@ -125,6 +125,8 @@ class ModelConfig(_Strict):
             "backend": self.backend, "model_id": self.model_id, "revision": self.revision,
             "quantization": self.quantization, "sampling": self.sampling.model_dump(), "extra": self.extra,
             **({"reasoning": self.reasoning} if self.reasoning is not None else {}),
+            # accepting cut prompts turns failures into results; unset keys leave old identities unchanged
+            **({"allow_input_truncation": True} if self.allow_input_truncation else {}),
         }
 
 

@@ -495,7 +495,7 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
     """
     import functools
 
-    job = defs.get_implicit_global_asset_job_def()
+    job = defs.resolve_implicit_global_asset_job_def()
     origin = _remote_origin(job.name)
     tags = {**tags, **process_tags()}
     original = instance.create_run_for_job

@@ -77,6 +77,7 @@ class Warehouse:
         self.sql_dir = Path(sql_dir)
         self.lock_timeout = lock_timeout
         self._schema_ready = False
+        self._schema_file: tuple[int, int] | None = None  # (device, inode) the DDL last ran on
 
     # ---- connections ---------------------------------------------------------------
     @property
@@ -208,8 +209,11 @@ class Warehouse:
         return sorted(self.sql_dir.glob("*.sql"))
 
     def ensure_schema(self) -> None:
-        """Run every DDL file in `sql/` (all statements are idempotent: IF NOT EXISTS / OR REPLACE)."""
-        if self._schema_ready:
+        """Run every DDL file in `sql/` (all statements are idempotent: IF NOT EXISTS / OR REPLACE).
+
+        Once per file: again if the file was deleted or replaced since (a long-lived process such
+        as the UI's code server would otherwise write into a new file that has no tables)."""
+        if self._schema_ready and self._file_id() == self._schema_file:
             return
         with self.connect() as con:
             for f in self.ddl_files():
@@ -217,7 +221,14 @@ class Warehouse:
                     con.execute(f.read_text(encoding="utf-8"))
                 except duckdb.Error as err:
                     raise WarehouseError(f"DDL file {f.name} failed: {err}") from err
-        self._schema_ready = True
+        self._schema_ready, self._schema_file = True, self._file_id()
+
+    def _file_id(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     # ---- writes --------------------------------------------------------------------
     def replace_partition(self, table: str, df: pl.DataFrame, key: Mapping[str, Any]) -> int:

@@ -15,7 +15,15 @@ from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
 from wse_platform.wse import tables as T
-from wse_platform.wse.plots import cost_coverage_png, heatmap_png, km_curves_png, pareto_png, precursor_png
+from wse_platform.wse.plots import (
+    cost_coverage_png,
+    family_models_png,
+    full_horizon_png,
+    heatmap_png,
+    km_curves_png,
+    pareto_png,
+    precursor_png,
+)
 
 GROUP = "wse_bench"
 TABLE_CODE = tuple(f"wse_platform/wse/tables/{m}.py" for m in (
@@ -122,14 +130,18 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         "day-advance %, full-horizon % and the median first-contradiction step; and as the paper computes "
         "Table 7 / Fig. 5: row_kind=model_family (one Kaplan–Meier per model pooled over its architectures, "
         "with CIs) and family_pooled (their equal-model mean), with the mean first-contradiction step and the "
-        "relative day at the contradiction.", [*FRAME_DEPS, AssetKey("wse_trajectory_steps")], BOOTSTRAP_CODE))
+        "relative day at the contradiction. Plot: per-model C_obs by family with intervals (Fig. 5).",
+        [*FRAME_DEPS, AssetKey("wse_trajectory_steps")], (*BOOTSTRAP_CODE, "wse_platform/wse/plots.py")))
     def wse_source_family(context: AssetExecutionContext, warehouse: WarehouseResource,
                           settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
         params = T.TableParams.from_settings(settings.get())
         frame, info = _frame(wh, params)
         steps = wh.query("SELECT model, arch, seed_id, step, new_day FROM wse_trajectory_steps")
-        return write_table(wh, "wse_source_family", T.source_family_table(frame, info, params, steps))
+        df = T.source_family_table(frame, info, params, steps)
+        s = settings.get()
+        return write_table(wh, "wse_source_family", df,
+                           plots={"family_models": _save(s, "wse_family_models", family_models_png(df))})
 
     @asset(name="wse_horizon_sensitivity", **_kw(
         "G_h, C_obs(h) and C_adj(h) recomputed from the same trajectories truncated at h = 5, 10, 15, 20 "
@@ -241,13 +253,17 @@ def build_more() -> list:
     @asset(name="wse_full_horizon_contrasts", **_kw(
         "Appendix C.3 / Fig. 10: architecture contrasts over seed-paired trajectories that both reach the "
         "horizon with valid scores (ΔC = difference of the % of steps before the first contradiction, ΔR); "
-        "averaged within each model, then over the models of each group.", FRAME_DEPS, METRIC_CODE))
+        "averaged within each model, then over the models of each group. Plot: Fig. 10 bars.", FRAME_DEPS,
+        (*METRIC_CODE, "wse_platform/wse/plots.py")))
     def wse_full_horizon_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
                                    settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
         params = T.TableParams.from_settings(settings.get())
         frame, info = _frame(wh, params)
-        return write_table(wh, "wse_full_horizon_contrasts", T.full_horizon_contrasts(frame, info, params))
+        df = T.full_horizon_contrasts(frame, info, params)
+        plots = ({"full_horizon": _save(settings.get(), "wse_full_horizon", full_horizon_png(df))}
+                 if df.height else {})
+        return write_table(wh, "wse_full_horizon_contrasts", df, plots=plots)
 
     @asset(name="wse_cost_contrasts", **_kw(
         "Fig. 11: generation cost next to coverage from llm_calls (judge calls excluded): row_kind=cell "

@@ -45,6 +45,16 @@ def test_truncated_then_complete_is_ok(settings):
     assert [r["error_kind"] for r in client.call_records()] == ["truncated", None]
 
 
+def test_role_that_accepts_cut_answers_still_records_the_cut(settings):
+    client = LLMClient(settings, backends={"smollm2": ScriptedBackend({"test.note": Cut("once upon a")})})
+    result = client.complete(req(allow_truncated=True))
+    assert result.ok and result.output == "once upon a" and result.attempts == 1
+    rec = client.call_records()[0]
+    assert (rec["finish_reason"], rec["error_kind"]) == ("length", None)
+    summary = usage_summary(client.call_records())
+    assert summary["llm_truncated_share"] == 0.0 and summary["llm_answers_cut_share"] == 1.0
+
+
 def test_closed_choice_decided_before_the_cut_is_accepted(settings):
     client = LLMClient(settings, backends={"smollm2": ScriptedBackend({"test.j": Cut("Y, because the")})})
     result = client.complete(req(role="test.j", choices=["Y", "N"]))

@@ -89,3 +89,18 @@ def test_401_fails_the_run_as_infrastructure(tmp_path, monkeypatch):
             client.complete(judge_req())
     assert "sk-wrong-key-for-test" not in str(info.value)
     assert [r["error_kind"] for r in client.call_records()] == ["infrastructure"]
+
+
+def test_cost_from_litellms_cost_map_unless_a_price_is_set(tmp_path):
+    import litellm
+
+    price = litellm.model_cost["gpt-4o-mini"]
+    expected = 11 * price["input_cost_per_token"] + 7 * price["output_cost_per_token"]  # the server's usage
+    with InjectingServer([reply("Y")]) as srv:
+        mapped = LLMClient(settings_for(tmp_path / "a", srv.url, model_id="openai/gpt-4o-mini"))
+        mapped.complete(judge_req())
+        priced = LLMClient(settings_for(tmp_path / "b", srv.url, model_id="openai/gpt-4o-mini",
+                                        price_in_per_token=1.0, price_out_per_token=2.0))
+        priced.complete(judge_req())
+    assert mapped.call_records()[0]["cost_usd"] == pytest.approx(expected)
+    assert priced.call_records()[0]["cost_usd"] == pytest.approx(11 * 1.0 + 7 * 2.0)

@@ -111,3 +111,16 @@ def test_vllm_missing_is_a_clear_error(tmp_path, monkeypatch):
     settings = make_settings(tmp_path, big={"backend": "vllm", "model_id": "Qwen/Qwen3-32B"})
     with pytest.raises(RuntimeError, match=r"wse-platform\[vllm\]"):
         LLMClient(settings).complete(LLMRequest(role="t", model="big", messages=[{"role": "user", "content": "x"}]))
+
+
+@pytest.mark.parametrize("mode,flag", [("off", False), ("on", True), ("high", True)])
+def test_reasoning_mode_maps_to_enable_thinking_and_is_model_identity(fake_vllm, tmp_path, mode, flag):
+    settings = make_settings(tmp_path, qwen={"backend": "vllm", "model_id": "Qwen/Qwen3-8B", "reasoning": mode,
+                                             "extra": {"enable_thinking": not flag}})  # `reasoning` wins
+    client = LLMClient(settings)
+    client.complete(LLMRequest(role="t", model="qwen", messages=[{"role": "user", "content": "hi"}]))
+    (engine,) = fake_vllm
+    assert engine.chats[0][2] == {"enable_thinking": flag}
+    assert settings.models["qwen"].identity()["reasoning"] == mode
+    assert "reasoning" not in make_settings(tmp_path).models["smollm2"].identity()  # unset: identity unchanged
+

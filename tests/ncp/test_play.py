@@ -70,3 +70,30 @@ def test_human_player_types_the_inputs(settings, tmp_path):
     assert [r["player_input"] for r in rows] == [None, "I open the door.", "I call the butler.", "I sit down."]
     assert "You stand in the hall of the manor." in out.getvalue()  # the human player sees the story only
     assert "The vault door is locked." not in out.getvalue()
+
+
+def test_cli_dispatches_wse_ncp_play(monkeypatch, tmp_path):
+    from tests.conftest import write_config
+    from wse_platform import cli
+    from wse_platform.ncp import play as play_mod
+
+    seen = {}
+
+    def fake_main(settings, spec_id, as_, narrator_model=None, session=None):
+        seen.update(spec=spec_id, as_=as_, narrator=narrator_model, session=session, t_max=settings.ncp.t_max)
+        return 0
+
+    monkeypatch.setattr(play_mod, "main", fake_main)
+    cfg = write_config(tmp_path)
+    assert cli.main(["--config", str(cfg), "ncp", "play", "--spec", "movie52", "--as", "narrator"]) == 0
+    from wse_platform.config import load_settings
+    assert seen == {"spec": "movie52", "as_": "narrator", "narrator": None, "session": None,
+                    "t_max": load_settings(cfg).ncp.t_max}  # the configured settings reach play
+
+
+def test_the_released_iron_man_spec_loads_for_play():
+    from wse_platform.ncp.play import load_play_spec
+    spec = load_play_spec("movie52")
+    assert spec.meta.player_role and len(spec.trajectory) == 13  # the paper's Table 5: 13 nodes
+    with pytest.raises(ValueError, match="movie999"):
+        load_play_spec("movie999")

@@ -53,7 +53,7 @@ def test_orphaned_cli_run_is_marked_failed_at_the_next_start(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     with DagsterInstance.ephemeral() as instance:
-        job = defs.get_implicit_global_asset_job_def()
+        job = defs.resolve_implicit_global_asset_job_def()
         orphan = instance.create_run_for_job(job, tags={PID_TAG: str(dead.pid), HOST_TAG: socket.gethostname()},
                                              status=DagsterRunStatus.STARTED)
         mine = instance.create_run_for_job(job, tags={PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},

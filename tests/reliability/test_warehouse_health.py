@@ -73,3 +73,17 @@ def test_deleted_warehouse_under_a_built_instance_is_reported(tmp_path):
     assert materialize([table_x], instance=instance).success
     msg = warehouse_problem(settings, defs, instance)
     assert msg and str(settings.warehouse) in msg and "does not exist" in msg and "table_x" in msg
+
+
+def test_deleted_warehouse_is_rebuilt_by_stale(config_file, capsys):
+    """(`wse status` on it: test_deleted_warehouse_under_a_built_instance_is_reported.) Also covers
+    a long-lived process: the cached Warehouse object re-creates the tables in the new file."""
+    from wse_platform.config import load_settings
+
+    path = load_settings(config_file).warehouse
+    assert cli.main(["materialize", "--select", "ncp_specs"]) == 0
+    path.unlink()
+    capsys.readouterr()
+    assert cli.main(["materialize", "--select", "ncp_specs", "--stale"]) == 0  # was: "nothing to do"
+    assert "rebuilding every selected asset" in capsys.readouterr().err
+    assert Warehouse(path).query("SELECT count(*) n FROM ncp_specs")["n"][0] == 100

@@ -341,6 +341,10 @@ def test_assets_materialize_into_warehouse(tmp_path, monkeypatch):
     assert g == pytest.approx(200 / 3)
     assert (settings.artifacts / "wse" / "wse_heatmap_C_obs.png").stat().st_size > 1000
     assert (settings.artifacts / "wse" / "wse_pareto_C_adj.png").exists()
+    for name in ("wse_family_models", "wse_full_horizon", "wse_cost_coverage", "wse_precursor_origins"):
+        assert (settings.artifacts / "wse" / f"{name}.png").stat().st_size > 1000, name
+    hv = wh.query("SELECT statistic, value, n FROM wse_human_validation WHERE statistic = 'accuracy'")
+    assert (hv["value"].item(), hv["n"].item()) == (0.5, 2)     # labels: one agrees, one does not
 
 
 def test_configured_judge_without_rows_is_reported():

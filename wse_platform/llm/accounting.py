@@ -53,6 +53,8 @@ def usage_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
         "llm_failed_attempts": sum(kinds.values()),
         "llm_failures_by_kind": ", ".join(f"{k}={v}" for k, v in sorted(kinds.items())) or "none",
         "llm_truncated_share": round(kinds.get("truncated", 0) / n, 4) if n else 0.0,
+        "llm_answers_cut_share": round(sum(1 for r in records if r.get("finish_reason") == "length") / n, 4)
+        if n else 0.0,
         "llm_input_truncated_share": round(sum(1 for r in records if r.get("prompt_truncated_tokens")) / n, 4)
         if n else 0.0,
     }

@@ -336,7 +336,7 @@ class LLMClient:
             parsed = parse_sample(answer, req.output_model, req.choices)
             cut_off = i < len(reasons) and reasons[i] == "length"
             # a closed choice is decided by its first word: a cut explanation after it does not matter
-            if cut_off and not (parsed.ok and req.choices is not None):
+            if cut_off and not req.allow_truncated and not (parsed.ok and req.choices is not None):
                 return ("truncated", f"answer cut by the token limit (max_tokens={s.sampling.max_tokens}, "
                         "finish reason 'length')", resp.texts[i], [], answers, reasoning)
             if not parsed.ok:
@@ -392,7 +392,7 @@ class LLMClient:
                 log.warning("LLM %s/%s failed after %d attempt(s): %s: %s", req.role, req.model, s.attempt,
                             error_kind, message)
             if s.done:
-                progress.advance()
+                progress.advance(failed=s.failure is not None or s.infra_error is not None)
         self._maybe_flush()
 
     @staticmethod

@@ -13,6 +13,7 @@ from collections.abc import Callable
 log = logging.getLogger("wse_platform.llm")
 
 ProgressFn = Callable[[int, int], None]
+LOG_EVERY_N = 10  # a log line at least every N finished requests (and every 10 %, every 30 s)
 
 
 class BatchProgress:
@@ -23,6 +24,7 @@ class BatchProgress:
                  enabled: bool = True):
         self.total, self.desc, self.callback = total, desc, callback
         self.done = 0
+        self.failed = 0  # requests that ended without a valid answer
         self.t0 = time.monotonic()
         self._every_fraction, self._every_s = every_fraction, every_s
         self._min_total = min_total_to_log if enabled else 2**62
@@ -36,8 +38,9 @@ class BatchProgress:
             except ImportError:  # pragma: no cover - tqdm is a dependency
                 self._bar = None
 
-    def advance(self, k: int = 1) -> None:
+    def advance(self, k: int = 1, failed: bool = False) -> None:
         self.done += k
+        self.failed += k if failed else 0
         if self.callback is not None:
             self.callback(self.done, self.total)
         elif self._bar is not None:
@@ -49,12 +52,12 @@ class BatchProgress:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         rate = self.done / elapsed
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        return (f"{self.desc}: {self.done}/{self.total} requests, {rate:.2f}/s, "
+        return (f"{self.desc}: {self.done}/{self.total} requests, {self.failed} failed, {rate:.2f}/s, "
                 f"elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
 
     def _maybe_log(self) -> None:
         now = time.monotonic()
-        step = max(1, int(self.total * self._every_fraction))
+        step = max(1, min(LOG_EVERY_N, int(self.total * self._every_fraction)))
         if (self.done - self._last_log_done >= step or now - self._last_log_t >= self._every_s
                 or self.done == self.total):
             log.info(self.line())

@@ -59,6 +59,10 @@ class LLMRequest(BaseModel):
     output_model: type[BaseModel] | None = None
     choices: list[str] | None = None
     prompt_version: str | None = None  # e.g. "wse.story_agent@v1"
+    # An answer cut by max_tokens is a `truncated` failure. A role whose protocol makes the token cap
+    # part of the answer (the cut text IS the answer) sets this; the cut is still recorded
+    # (llm_calls.finish_reason = 'length', llm_usage.answers_cut).
+    allow_truncated: bool = False
     tags: dict[str, str] = Field(default_factory=dict)  # free context: partition, seed id, step...
 
 

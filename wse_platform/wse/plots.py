@@ -144,3 +144,45 @@ def precursor_png(audit: pl.DataFrame) -> bytes:
     ax.set_xlabel("% of first contradictions")
     ax.invert_yaxis()
     return _png(fig)
+
+
+def family_models_png(source_family: pl.DataFrame) -> bytes:
+    """Fig. 5: per-model C_obs by source family (KM pooled over architectures) with 95 % intervals."""
+    rows = source_family.filter(pl.col("row_kind") == "model_family")
+    families = sorted(rows["source_family"].unique().to_list())
+    models = sorted(rows["model"].unique().to_list())
+    fig, ax = plt.subplots(figsize=(1.5 + 0.6 * len(models) * max(len(families), 1) / 2, 3.5))
+    width = 0.8 / max(len(families), 1)
+    for i, fam in enumerate(families):
+        sub = {r["model"]: r for r in rows.filter(pl.col("source_family") == fam).iter_rows(named=True)}
+        xs = np.arange(len(models)) + i * width
+        ys = [sub.get(m, {}).get("C_obs") for m in models]
+        lo = [sub.get(m, {}).get("C_obs_lo") for m in models]
+        hi = [sub.get(m, {}).get("C_obs_hi") for m in models]
+        y = np.array([np.nan if v is None else v for v in ys])
+        err = np.array([[0 if (v is None or a is None) else v - a for v, a in zip(ys, lo)],
+                        [0 if (v is None or b is None) else b - v for v, b in zip(ys, hi)]])
+        ax.bar(xs, y, width, yerr=err, label=fam, capsize=2)
+    ax.set_xticks(np.arange(len(models)) + 0.4 - width / 2, models, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("C_obs (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def full_horizon_png(contrasts: pl.DataFrame) -> bytes:
+    """Fig. 10: full-horizon paired contrasts (ΔC, ΔR) per model group."""
+    rows = contrasts.filter(pl.col("scope") == "group")
+    groups = sorted(rows["model_group"].unique().to_list())
+    names = list(dict.fromkeys(rows["contrast"].to_list()))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3), sharey=True)
+    for ax, metric in zip(axes, ("delta_C", "delta_R")):
+        width = 0.8 / max(len(groups), 1)
+        for i, g in enumerate(groups):
+            sub = {r["contrast"]: r[metric] for r in rows.filter(pl.col("model_group") == g).iter_rows(named=True)}
+            ax.barh(np.arange(len(names)) + i * width, [sub.get(n) or 0.0 for n in names], width, label=g)
+        ax.set_yticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize=8)
+        ax.axvline(0, color="k", lw=0.6)
+        ax.set_title(metric.replace("delta_", "Δ"))
+    axes[0].legend(fontsize=7)
+    return _png(fig)
