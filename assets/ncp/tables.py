@@ -83,7 +83,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                            "achievements, also split), survival at turn 20.")
         def ncp_auditor_ablation(warehouse: WarehouseResource):
             wh = warehouse.get()
-            return write_table(wh, "ncp_auditor_ablation", auditor_ablation_table(_episodes(wh, "ncp_ablation_episodes")))
+            table = auditor_ablation_table(_episodes(wh, "ncp_ablation_episodes"))
+            return write_table(wh, "ncp_auditor_ablation", table)
 
         out.append(ncp_auditor_ablation)
     return out

@@ -7,6 +7,8 @@ the stored votes with the same aggregation the judging loop used (no LLM calls).
 Thin: everything lives in `wse_platform.wse.judges`.
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
+import json
+
 import polars as pl
 from dagster import AssetSpec, MaterializeResult, MetadataValue, asset, multi_asset
 
@@ -50,6 +52,12 @@ def _counts(df: pl.DataFrame, col: str) -> dict[str, int]:
     return {str(k): int(v) for k, v in df.drop_nulls(col).group_by(col).len().sort(col).iter_rows()}
 
 
+def _failure_kinds(df: pl.DataFrame) -> dict[str, int]:
+    """Failed judge outputs by error kind (e.g. truncated = cut by the token budget)."""
+    kinds = [json.loads(f).get("error_kind", "unknown") for f in df["failure_json"].drop_nulls().to_list()]
+    return {k: kinds.count(k) for k in sorted(set(kinds))}
+
+
 def _keyed(key: str, result: MaterializeResult) -> MaterializeResult:
     return MaterializeResult(asset_key=key, metadata=result.metadata, data_version=result.data_version)
 
@@ -89,6 +97,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                 "judge_config_id": key["judge_config_id"],
                 "votes": MetadataValue.json(_counts(v, "verdict")),
                 "failed_votes": int(v["verdict"].is_null().sum()) if v.height else 0,
+                "failed_votes_by_kind": MetadataValue.json(_failure_kinds(v)),
                 "first_contradictions": int(tables.trajectories["first_contradiction"].is_not_null().sum()),
                 "censored_no_majority": int(tables.trajectories["censored_at"].is_not_null().sum()),
             })
@@ -157,6 +166,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             return write_table(wh, "wse_richness_verdicts", df, key=key, extra_metadata={
                 "judge_config_id": key["judge_config_id"],
                 "failed": int(df["failure_json"].is_not_null().sum()) if df.height else 0,
+                "failed_by_kind": MetadataValue.json(_failure_kinds(df)),
                 "mean_units_non_repetitive": float(df["n_units_non_repetitive"].mean() or 0) if df.height else 0.0,
             })
 

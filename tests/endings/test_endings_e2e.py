@@ -59,7 +59,7 @@ def config(tmp_path_factory):
             "generators": ["smollm2"], "pipelines": ["vanilla"],
             "corpora": [{"name": "tiny", "path": str(corpus)}],
             "min_words": 100, "k": 2, "position_stride": 5, "max_human_stories": 1, "n_ideas": 1,
-            "forecast_sampling": {"temperature": 1.2, "top_p": 0.95, "max_tokens": 150},   # the paper's cap
+            "forecast_sampling": {"temperature": 1.2, "top_p": 0.95, "max_tokens": 80},
             "story_sampling": {"temperature": 0.7, "min_p": 0.1, "max_tokens": 200},
         },
     }

@@ -50,6 +50,8 @@ def test_forecast_is_one_request_with_n_k_per_position(tmp_path):
     client, fb, _ = _client(settings, {"endings.forecast": ["End A.", "End B.", "End C."]})
     rows = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
     assert len(fb.calls) == 4 and all(c.n == 3 for c in fb.calls)
+    req = forecast_request(story, 2, 0, "f", 3, settings.endings.forecast_sampling)
+    assert req.allow_truncated            # a prediction cut at the 150-token cap is kept, as in the paper
     s = fb.calls[0].sampling
     assert (s.temperature, s.top_p, s.max_tokens) == (1.2, 0.95, 150)
     for call, pos in zip(fb.calls, positions):
@@ -102,6 +104,7 @@ def test_judge_prompt_is_anchored_in_both_blocks_and_continuation_truncated(tmp_
     assert body.endswith("wave number 181 and said nothing")
     assert user.rstrip().endswith("Verdict:") and "single letter, Y or N" in user   # one-letter cue
     assert req.choices is None and req.n == 1                       # free decoding by default
+    assert req.allow_truncated            # the 10-token cap is part of the protocol: the first character decides
     assert (req.sampling.temperature, req.sampling.max_tokens) == (0.0, 10)
     constrained = judge_request(story, 2, 0, 0, "x", "j", _settings(tmp_path).endings.judge_sampling,
                                 constrained=True)

@@ -156,3 +156,41 @@ def test_evaluators_must_not_share_a_model_id_with_a_generator(tmp_path):
     allowed = settings_from_dict({**base, "endings": {"forecaster": "f", "judge": "j", "generators": ["g_alias"],
                                                       "allow_same_model": True}})
     assert allowed.endings.allow_same_model
+
+
+def test_rubric_assets_exist_only_when_configured(tmp_path):
+    from assets.endings import reports as report_assets
+    from assets.endings import rubric as rubric_assets
+    from assets.partitions import build_partitions
+
+    base = {"cache_dir": str(tmp_path / "c"), "models": MODELS,
+            "endings": {"forecaster": "f", "judge": "j", "generators": ["g"], "pipelines": ["vanilla"]}}
+    off = settings_from_dict(base)
+    on = settings_from_dict({**base, "endings": {**base["endings"], "rubric": {"model": "j"}}})
+
+    def keys(module, s):
+        return {k.to_user_string() for a in module.build(s, build_partitions(s)) for k in a.keys}
+    assert keys(rubric_assets, off) == set()
+    assert keys(rubric_assets, on) == {"endings_rubric_scores"}
+    assert keys(report_assets, off) == {"endings_stability", "endings_corpus_summary"}
+    assert keys(report_assets, on) == {"endings_stability", "endings_corpus_summary", "endings_rubric_contrasts"}
+
+
+def test_report_tables_fit_the_warehouse_ddl(tmp_path):
+    import shutil
+
+    from assets.endings.rubric import SCHEMA as RUBRIC_SCHEMA
+    from wse_platform.config import REPO_ROOT
+    from wse_platform.warehouse import Warehouse
+
+    sql_dir = tmp_path / "sql"
+    sql_dir.mkdir()
+    for f in ("endings.sql", "endings_tables.sql"):
+        shutil.copy(REPO_ROOT / "sql" / f, sql_dir)
+    wh = Warehouse(tmp_path / "w.duckdb", sql_dir=sql_dir)
+    for table, schema in [("endings_stability", R.STABILITY_SCHEMA), ("endings_corpus_summary", R.CORPUS_SUMMARY_SCHEMA),
+                          ("endings_rubric_contrasts", R.RUBRIC_CONTRAST_SCHEMA),
+                          ("endings_rubric_scores", RUBRIC_SCHEMA)]:
+        df = pl.DataFrame([{c: None for c in schema}], schema=schema)
+        assert wh.replace_table(table, df) == 1
+        assert wh.table(table).columns == list(schema), table

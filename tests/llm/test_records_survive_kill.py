@@ -33,7 +33,8 @@ def _forecast_rows(wh: Warehouse) -> int:
 @pytest.mark.slow
 def test_kill_9_mid_step_keeps_the_records_of_completed_calls(tmp_path):
     cfg = write_config(tmp_path, endings={"k": 2, "max_human_stories": 1, "position_stride": 1,
-                                          "max_positions_per_story": 8, "generators": []})
+                                          "max_positions_per_story": 8, "generators": [],
+                                          "forecast_sampling": {"temperature": 1.2, "max_tokens": 12}})
     settings = load_settings(cfg)
     env = dict(os.environ, DAGSTER_HOME=str(tmp_path / "dh"), WSE_CONFIG=str(cfg))
     (tmp_path / "dh").mkdir()

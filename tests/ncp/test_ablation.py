@@ -72,3 +72,21 @@ def test_ablation_uses_the_adversarial_player_and_reads_the_config():
     with pytest.raises(Exception, match="ncp.ablation.auditors"):
         settings_from_dict({"models": {"a": {"backend": "litellm", "model_id": "x/a"}},
                             "ncp": {"ablation": {"narrator": "a", "auditors": [{"model": "zz"}]}}})
+
+
+def test_ablation_assets_exist_only_when_configured():
+    from assets.ncp import episodes, tables
+    from assets.partitions import build_partitions
+
+    base = {"models": {"m": {"backend": "litellm", "model_id": "x/m"}},
+            "ncp": {"narrators": ["m"], "player_model": "m", "auditor": {"model": "m"}}}
+
+    def keys(cfg):
+        s = settings_from_dict(cfg)
+        parts = build_partitions(s)
+        return {k.to_user_string() for o in episodes.build(s, parts) + tables.build(s, parts) for k in o.keys}
+
+    plain = keys(base)
+    with_ablation = keys({**base, "ncp": {**base["ncp"], "ablation": {"narrator": "m", "auditors": [{"model": "m"}]}}})
+    added = {"ncp_ablation_episodes", "ncp_ablation_turns", "ncp_auditor_ablation"}
+    assert not plain & added and with_ablation - plain == added

@@ -6,7 +6,7 @@ import pytest
 
 @pytest.mark.slow
 def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
-    """1 spec, 2 turns on SmolLM2-135M: episodes, re-audit (in-loop auditor, answered from the
+    """1 spec, 1 turn on SmolLM2-135M: episodes, re-audit (in-loop auditor, answered from the
     cache) and every NCP table materialize. Outcomes of a 135M model are poor; we check shape
     and the replay invariants, not quality."""
     pytest.importorskip("llama_cpp")
@@ -23,7 +23,7 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
            "artifacts_dir": str(tmp_path / "artifacts"), "models": {"smollm2": shipped["models"]["smollm2"]},
            "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
-                   "auditor": {"model": "smollm2", "prompt_version": "v1"}, "t_max": 2, "n_specs": 1,
+                   "auditor": {"model": "smollm2", "prompt_version": "v1"}, "t_max": 1, "n_specs": 1,
                    "sampling": {"temperature": 0.6, "top_p": 0.95, "max_tokens": 256}}}
     path = tmp_path / "wse.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
@@ -49,7 +49,7 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
 
     wh = Warehouse(tmp_path / "wh.duckdb")
     (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
-    assert ep["termination"] in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID") and 0 <= ep["turns"] <= 2
+    assert ep["termination"] in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID") and 0 <= ep["turns"] <= 1
     assert (ep["invalid_role"] is not None) == (ep["termination"] == "INVALID")
     turns = wh.query("SELECT * FROM ncp_turns ORDER BY turn").to_dicts()
     assert turns[0]["turn"] == 0 and all(t["llm_call_ids"] for t in turns)
@@ -62,7 +62,7 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     fresh = wh.query("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND NOT cache_hit", [replay.run_id])
     assert fresh["n"][0] == 0  # the replay was answered entirely from the cache
     assert wh.query("SELECT count(*) AS n FROM ncp_summary")["n"][0] == 1
-    assert wh.query("SELECT turn FROM ncp_survival ORDER BY turn")["turn"].to_list() == [0, 1, 2]
+    assert wh.query("SELECT turn FROM ncp_survival ORDER BY turn")["turn"].to_list() == [0, 1]
     assert wh.query("SELECT count(*) AS n FROM ncp_genre")["n"][0] == 1
     assert wh.query("SELECT row_type FROM ncp_auditor_sensitivity")["row_type"].to_list() == ["auditor"]
     assert (tmp_path / "artifacts" / "ncp" / "survival.png").exists()

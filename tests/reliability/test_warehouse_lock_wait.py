@@ -16,12 +16,15 @@ from wse_platform.warehouse import Warehouse, WarehouseError
 
 # Holds the inter-process lock the way a long `wse materialize` write does.
 HOLD_OUR_LOCK = """
-import sys, time
+import os, sys, time
 from wse_platform.warehouse import Warehouse
 wh = Warehouse(sys.argv[1])
+release = sys.argv[1] + ".release"
 with wh.connect():
     print("held", flush=True)
-    time.sleep(float(sys.argv[2]))
+    end = time.time() + float(sys.argv[2])
+    while time.time() < end and not os.path.exists(release):
+        time.sleep(0.05)
 """
 
 # Holds the DuckDB file itself, like a user's duckdb shell (it does not know our lock).
@@ -89,15 +92,21 @@ def test_waiting_for_another_program_names_its_pid(db, capfd, monkeypatch):
 
 
 def test_wse_sql_says_who_holds_the_lock(db, tmp_path):
+    """The holder keeps the lock until `wse sql` has said it is waiting (robust to slow start-up)."""
     cfg = write_config(tmp_path)
-    holder = _hold(HOLD_OUR_LOCK, db, 8)
+    holder = _hold(HOLD_OUR_LOCK, db, 90)  # bounded: on the old code no notice ever comes
     env = dict(os.environ, PYTHONPATH=str(REPO), WSE_WAREHOUSE=str(db))
+    sql = subprocess.Popen([sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "sql",
+                            "SELECT 42 AS answer"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
     try:
-        out = subprocess.run([sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "sql",
-                              "SELECT 42 AS answer"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                             timeout=120)
+        notice = sql.stderr.readline()  # blocks until the first line on stderr
+        (tmp_path / "wh.duckdb.release").touch()
+        out, err = sql.communicate(timeout=120)
     finally:
+        (tmp_path / "wh.duckdb.release").touch()
         holder.wait(timeout=30)
-    assert out.returncode == 0, out.stderr
-    assert f"locked by PID {holder.pid}" in out.stderr and "waiting" in out.stderr
-    assert "42" in out.stdout
+        sql.kill()
+    assert sql.returncode == 0, notice + err
+    assert f"locked by PID {holder.pid}" in notice and "waiting" in notice
+    assert "42" in out

@@ -88,6 +88,7 @@ def forecast_request(story: SplitStory, sentence_index: int, position: int, mode
     return LLMRequest(
         role=ROLE, model=model, messages=prompt.render(story_so_far=story.so_far(sentence_index)),
         sampling=sampling, n=k, prompt_version=prompt.id,
+        allow_truncated=True,   # the paper's 150-token cap is part of the protocol: a capped prediction is kept
         tags={**(tags or {}), "story_id": story.story_id, "position": str(position)},
     )
 

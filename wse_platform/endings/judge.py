@@ -62,6 +62,7 @@ def judge_request(story: SplitStory, sentence_index: int, position: int, sample_
     messages = prompt.render(anchor=anchor, continuation=continuation, prediction=prediction)
     return LLMRequest(role=ROLE, model=model, messages=messages, sampling=sampling, n=1,
                       choices=list(CHOICES) if constrained else None, prompt_version=prompt.id,
+                      allow_truncated=True,   # the paper caps the judge at 10 tokens and reads the first character
                       tags={"story_id": story.story_id, "position": str(position), "sample_index": str(sample_index)})
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.types import LLMResult
 from wse_platform.ncp.ledger import FactLedger
-from wse_platform.ncp.prompter import Prompter, target_text
+from wse_platform.ncp.prompter import Prompter
 from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.schemas import CONFLICT_KINDS, Conflict, ConflictReport, FactDiff, NodeAssessment
 

@@ -185,20 +185,27 @@ class CommitmentStatusUpdate(_Out):
 @lru_cache(maxsize=4096)
 def status_update_model(commitment_ids: tuple[str, ...]) -> type[CommitmentStatusUpdate]:
     """CommitmentStatusUpdate that requires exactly one entry per id in `commitment_ids`
-    (no unknown, duplicate or missing id): the structure the reference implementation validates."""
+    (no unknown, duplicate or missing id): the structure the reference implementation validates.
+    The ids (an enum) and the list length also go into the JSON schema, so grammar-constrained
+    decoding can only produce well-formed lists."""
     expected = set(commitment_ids)
+    n = len(commitment_ids)
+    item = create_model(  # type: ignore[call-overload]
+        "CommitmentStatus", __base__=CommitmentStatus,
+        commitment_id=(Literal[commitment_ids], ...),  # type: ignore[valid-type]
+    )
 
     def _one_per_commitment(self: CommitmentStatusUpdate) -> CommitmentStatusUpdate:
         ids = [s.commitment_id for s in self.statuses]
-        unknown = sorted(set(ids) - expected)
         dup = sorted({i for i in ids if ids.count(i) > 1})
         missing = sorted(expected - set(ids))
-        if unknown or dup or missing:
-            raise ValueError(f"statuses: unknown {unknown}, duplicate {dup}, missing {missing}")
+        if dup or missing:
+            raise ValueError(f"statuses: duplicate {dup}, missing {missing}")
         return self
 
     return create_model(  # type: ignore[call-overload]
         "CommitmentStatusUpdate", __base__=CommitmentStatusUpdate, __doc__=CommitmentStatusUpdate.__doc__,
+        statuses=(list[item], Field(json_schema_extra={"minItems": n, "maxItems": n})),  # type: ignore[valid-type]
         __validators__={"_one_per_commitment": model_validator(mode="after")(_one_per_commitment)},
     )
 

@@ -210,6 +210,9 @@ class SpecProblem:
         return f"{self.file}: {self.record_id}: {self.field}: {msg}"
 
 
+# libyaml's safe loader when available: same documents, ~10x faster on the 100 released specs
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 DOCUMENT = "(document)"  # record id for problems not inside a record (YAML syntax, top-level keys)
 
 
@@ -329,7 +332,7 @@ def load_spec_file(path: str | Path) -> tuple[NarrativeSpec | None, list[SpecPro
     path = Path(path)
     file = str(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
     except OSError as err:
         return None, [SpecProblem(file, DOCUMENT, "(file)", f"cannot read: {err.strerror or err}")]
     except UnicodeDecodeError as err:
