@@ -257,3 +257,17 @@ def test_shipped_example_labels_are_readable():
     assert set(T.validation.CONSISTENCY_LABEL_COLUMNS) <= set(cons.columns) and cons.height >= 3
     assert set(T.validation.RICHNESS_LABEL_COLUMNS) <= set(rich.columns) and rich.height >= 3
     assert not math.isnan(cons["weight"].sum())
+
+
+def test_table9_rows_carry_bootstrap_intervals():
+    frame, info = _frame(upstream())
+    ac = T.architecture_contrasts(frame, info, T.TableParams(bootstrap_draws=60, bootstrap_seed=5,
+                                                               consistency_judge_id=CJ, richness_judge_id=RJ))
+    per_model = _one(ac, scope="model_base_conditional", model="m1", base_level="B1", contrast="WMEM on-off")
+    group = _one(ac, scope="base_conditional", base_level="B1", contrast="WMEM on-off")
+    for m in ("G", "C_obs", "R"):     # one model: the model's row equals the group's, draws included
+        assert per_model[f"delta_{m}"] == pytest.approx(group[f"delta_{m}"])
+        assert per_model[f"delta_{m}_lo"] == pytest.approx(group[f"delta_{m}_lo"])
+    # WMEM at B1 by hand: G (3+3+3+3) - (3+3+1+1) over 4·3 steps = 100·4/12
+    assert per_model["delta_G"] == pytest.approx(100 * 4 / 12)
+    assert per_model["delta_G_lo"] <= per_model["delta_G"] <= per_model["delta_G_hi"]
