@@ -19,7 +19,7 @@ from dagster import ConfigurableResource
 from resources.settings import settings_for
 from resources.warehouse import WarehouseResource
 
-FLUSH_EVERY = 25          # records per batch written while calls complete
+FLUSH_EVERY = 200         # records per batch written while calls complete (a kill loses at most this many, or 2 s)
 FLUSH_INTERVAL_S = 2.0    # ... or this often, whichever comes first
 
 

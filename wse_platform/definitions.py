@@ -94,4 +94,12 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
     )
 
 
-defs = build_definitions()
+def __getattr__(name: str):
+    """`defs`, built on first access (Dagster's loader reads `wse_platform.definitions:defs`).
+
+    Lazy so that importing `build_definitions` (the CLI builds for its own --config) does not
+    build the definitions a second time for the default config: ~1 s on every `wse` command."""
+    if name == "defs":
+        globals()["defs"] = built = build_definitions()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

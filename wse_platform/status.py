@@ -14,12 +14,19 @@ Statuses:
 - ``fresh``: none of the above.
 
 Cost: the resolver is only asked about materialized partitions (one query per asset lists
-them); never-materialized partitions are ``missing`` without further queries.
+them); never-materialized partitions are ``missing`` without further queries. The result is
+cached in DAGSTER_HOME until a new event is recorded or the definitions change
+(``status_fingerprint``), so repeated `wse status` calls skip the resolver.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
@@ -105,8 +112,53 @@ def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: st
     return out
 
 
-def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: bool = True) -> list[CellStatus]:
-    """Status of every materializable asset partition, in topological order."""
+STATUS_CACHE = "wse_status_cache.json"  # in DAGSTER_HOME
+_CACHE_FORMAT = 1
+
+
+def status_fingerprint(defs: Definitions, instance: DagsterInstance) -> str:
+    """Everything a status depends on: the newest event in the instance (any materialization or
+    observation, including a config source's new version, moves it) and, per materializable
+    asset, its code version, partitions and parents (what the definitions say)."""
+    graph = defs.resolve_asset_graph()
+    parts = [f"v{_CACHE_FORMAT}", str(instance.event_log_storage.get_maximum_record_id())]
+    for key in graph.toposorted_asset_keys:
+        node = graph.get(key)
+        if not node.is_materializable:
+            continue
+        pdef = node.partitions_def
+        parts.append(json.dumps([key.to_user_string(), node.code_version,
+                                 list(pdef.get_partition_keys()) if pdef else None,
+                                 sorted(p.to_user_string() for p in node.parent_keys)]))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: bool = True,
+                   use_cache: bool = True) -> list[CellStatus]:
+    """Status of every materializable asset partition, in topological order.
+
+    The stale resolver costs about one event-log query per dependency edge and partition, so
+    the full result is kept in DAGSTER_HOME keyed by `status_fingerprint`: asking again before
+    anything is materialized, observed or redefined costs a handful of queries."""
+    cache = Path(instance.root_directory) / STATUS_CACHE if use_cache and instance.root_directory else None
+    key = status_fingerprint(defs, instance) if cache else None
+    rows: list[CellStatus] | None = None
+    if cache is not None and cache.exists():
+        with contextlib.suppress(Exception):  # unreadable or old cache: recompute
+            data = json.loads(cache.read_text(encoding="utf-8"))
+            if data.get("key") == key:
+                rows = [CellStatus(**r) for r in data["rows"]]
+    if rows is None:
+        rows = _compute_status(defs, instance)
+        if cache is not None:
+            with contextlib.suppress(OSError):
+                tmp = cache.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"key": key, "rows": [asdict(r) for r in rows]}), encoding="utf-8")
+                os.replace(tmp, cache)
+    return [r for r in rows if r.status != FRESH or not only_problems]
+
+
+def _compute_status(defs: Definitions, instance: DagsterInstance) -> list[CellStatus]:
     graph = defs.resolve_asset_graph()
     resolver = _resolver(graph, instance)
     seen: dict[tuple[AssetKey, str | None], str] = {}
@@ -126,8 +178,7 @@ def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: 
             else:
                 status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents)
             seen[(key, pk)] = status
-            if status != FRESH or not only_problems:
-                out.append(CellStatus(key.to_user_string(), pk, status, causes))
+            out.append(CellStatus(key.to_user_string(), pk, status, causes))
     return out
 
 

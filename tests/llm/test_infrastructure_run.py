@@ -28,8 +28,7 @@ def test_missing_api_key_fails_the_run_writes_nothing_and_is_retried(tmp_path, c
         **load_settings(config_file).model_dump()["models"],
         "remote": {"backend": "litellm", "model_id": "openai/gpt-4o-mini", "api_key_env": "WSE_DOCTOR_TEST_MISSING"},
     }, endings={"forecaster": "remote", "judge": "smollm2", "k": 2, "max_human_stories": 1, "position_stride": 4,
-                "max_positions_per_story": 2, "generators": [],
-                "corpora": [{"name": "public_domain", "path": "data/stories/public_domain", "max_words": 1500}]})
+                "max_positions_per_story": 2, "generators": []})
     args = ["--config", str(cfg), "materialize", "--select", *SELECT, "--partition", "human:public_domain"]
     assert main(args) != 0  # before: exit 0, "runs succeeded"
     wh = Warehouse(load_settings(cfg).warehouse)

@@ -112,3 +112,5 @@ def test_assets_write_specs_stats_and_check(tmp_path):
     assert {r["quantity"]: printed(r) for r in stats} == PAPER_TABLE6
     assert wh.query("SELECT count(*) AS n FROM ncp_specs")["n"][0] == 100
     assert wh.query("SELECT sum(n) AS n FROM ncp_spec_breakdown WHERE dimension = 'commitment_type'")["n"][0] == 1222
+    figs = tmp_path / ".wse" / "artifacts" / "ncp"  # Figures 3 and 6 attached to the spec assets
+    assert (figs / "genre_distribution.png").stat().st_size > 0 and (figs / "spec_count_histograms.png").exists()

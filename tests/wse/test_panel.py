@@ -146,7 +146,8 @@ def test_verdict_rows_name_their_member_and_a_failed_member_censors(tmp_path):
     assert tr["seed-B"]["judged_steps"] == 2
     assert tr["seed-A"]["censored_at"] is None and tr["seed-A"]["first_contradiction"] is None
     steps2, trajs2 = consistency_tables_from_verdicts(
-        v, out.trajectories.select("model", "arch", "seed_id", "length", "generation_version"), s.wse.consistency_judges)
+        v, out.trajectories.select("model", "arch", "seed_id", "length", "generation_version"),
+        s.wse.consistency_judges)
     assert trajs2.sort("seed_id").equals(out.trajectories.sort("seed_id"))
     rich = judge_richness(client, s, s.wse.richness_judges, trajs)
     assert sorted(set(rich["judge_member"].to_list())) == ["0:judge-a", "1:judge-b"]

@@ -232,7 +232,8 @@ def test_agreement_statistics_by_hand():
 def test_human_validation_table_by_hand():
     up = upstream()
     frame, info = _frame(up)
-    cons = pl.DataFrame({"model": ["m1"] * 4, "arch": ["B1", "B2", "B1+WMEM", "B1"], "seed_id": ["s2", "s3", "s2", "s1"],
+    cons = pl.DataFrame({"model": ["m1"] * 4, "arch": ["B1", "B2", "B1+WMEM", "B1"],
+                         "seed_id": ["s2", "s3", "s2", "s1"],
                          "step": [2, 3, 1, 1], "label": ["inconsistent", "consistent", "inconsistent", "consistent"],
                          "weight": [1.0, 2.0, 1.0, 1.0]})
     rich = pl.DataFrame({"model": ["m1", "m1"], "arch": ["B1", "B1"], "seed_id": ["s2", "s1"],
@@ -268,6 +269,6 @@ def test_table9_rows_carry_bootstrap_intervals():
     for m in ("G", "C_obs", "R"):     # one model: the model's row equals the group's, draws included
         assert per_model[f"delta_{m}"] == pytest.approx(group[f"delta_{m}"])
         assert per_model[f"delta_{m}_lo"] == pytest.approx(group[f"delta_{m}_lo"])
-    # WMEM at B1 by hand: G (3+3+3+3) - (3+3+1+1) over 4·3 steps = 100·4/12
-    assert per_model["delta_G"] == pytest.approx(100 * 4 / 12)
+    # WMEM at B1 by hand: G = 100·(2+3+3+3)/12 − 100·(3+3+1+1)/12 = 25
+    assert per_model["delta_G"] == pytest.approx(25.0)
     assert per_model["delta_G_lo"] <= per_model["delta_G"] <= per_model["delta_G_hi"]

@@ -162,8 +162,9 @@ class LiteLLMBackend(Backend):
         self._router: Any = None
 
     def cache_namespace(self) -> str:
-        # the structured-output mode and the reasoning mode change what is asked
-        return f"litellm:{self.mode}" + (f":reasoning={self.reasoning}" if self.reasoning else "")
+        # the structured-output mode and the reasoning mode change what is asked; "fr": entries carry
+        # finish reasons (older entries could not tell a cut answer from a complete one)
+        return f"litellm:fr:{self.mode}" + (f":reasoning={self.reasoning}" if self.reasoning else "")
 
     # ---- credentials: checked per call, never logged ---------------------------------------
     def _key(self) -> str | None:

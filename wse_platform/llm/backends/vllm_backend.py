@@ -73,7 +73,7 @@ class VLLMBackend(Backend):
         self.chat_template_kwargs.update(chat_template_kwargs(self.reasoning))  # `reasoning` wins over extra
 
     def cache_namespace(self) -> str:
-        return "vllm" + (f":reasoning={self.reasoning}" if self.reasoning else "")
+        return "vllm:fr" + (f":reasoning={self.reasoning}" if self.reasoning else "")  # fr: finish reasons cached
 
     def engine(self) -> Any:
         vllm = _vllm()

@@ -1,0 +1,73 @@
+"""The NCP asset path through Dagster on the scripted backend (fast twin of test_ncp_e2e.py):
+episodes → re-audit (answered from the cache) → every NCP table, with the loop-2 columns."""
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.ncp._ncp_helpers import Script
+
+
+def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
+    from dagster import AssetChecksDefinition, AssetsDefinition, materialize
+
+    import wse_platform.llm as llm_mod
+    from assets.ncp import episodes as ep_assets, specs as spec_assets, tables as table_assets
+    from assets.partitions import build_partitions, cell_key
+    from resources import LLMResource, SettingsResource, WarehouseResource, settings_for
+    from wse_platform.llm import ScriptedBackend
+    from wse_platform.warehouse import Warehouse
+
+    backend = ScriptedBackend(Script(), namespace="ncp-assets-test")
+    base = llm_mod.LLMClient
+
+    class ScriptedClient(base):  # every model of the config answered by the script
+        def __init__(self, settings, *args, **kwargs):
+            kwargs["backends"] = {"smollm2": backend}
+            super().__init__(settings, *args, **kwargs)
+
+    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
+           "artifacts_dir": str(tmp_path / "artifacts"),
+           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
+           "ncp": {"narrators": ["smollm2"], "architectures": ["memory+adversarial"], "player_model": "smollm2",
+                   "auditor": {"model": "smollm2"}, "t_max": 2, "n_specs": 1}}
+    path = tmp_path / "wse.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    config = str(path)
+    s = settings_for(config)
+    parts = build_partitions(s)
+    objs = [o for m in (spec_assets, ep_assets, table_assets) for o in m.build(s, parts)]
+    resources = {"settings": SettingsResource(config_path=config), "warehouse": WarehouseResource(config_path=config),
+                 "llm": LLMResource(config_path=config)}
+
+    def run(names, partition_key=None):
+        sel = [o for o in objs if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition)
+               and {k.to_user_string() for k in o.keys} <= names]
+        result = materialize(sel, partition_key=partition_key, resources=resources)
+        assert result.success
+        return result
+
+    cell = str(cell_key("smollm2", "memory+adversarial"))
+    run({"ncp_specs"})
+    run({"ncp_episodes", "ncp_turns"}, cell)
+    n_calls = backend.n_calls
+    run({"ncp_reaudit_episodes", "ncp_reaudit_turns"}, cell)
+    assert backend.n_calls == n_calls  # the in-loop auditor's replay is answered from the cache
+    run({"ncp_summary", "ncp_survival", "ncp_auditor_sensitivity", "ncp_genre"})
+
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
+    assert (ep["termination"], ep["turns"], ep["narrator_responses"], ep["player_inputs"]) == ("SURVIVAL", 2, 3, 2)
+    turns = wh.query("SELECT * FROM ncp_turns ORDER BY turn").to_dicts()
+    assert [t["narrator_words"] for t in turns] == [8, 4, 4] and turns[1]["player_words"] == 5
+    assert json.loads(turns[0]["fact_diff_json"])["pending"] is True
+    (re,) = wh.query("SELECT * FROM ncp_reaudit_episodes").to_dicts()
+    assert (re["termination"], re["turns"]) == ("SURVIVAL", 2)
+    (summary,) = wh.query("SELECT * FROM ncp_summary").to_dicts()
+    assert (summary["n_survival"], summary["n_active_at_20"], summary["share_active_at_20"]) == (1, 0, 0.0)
+    assert summary["narrator_words_mean"] == (8 + 4 + 4) / 3
+    surv = wh.query("SELECT turn, n_active, raw_share_active FROM ncp_survival ORDER BY turn").to_dicts()
+    assert [(r["turn"], r["n_active"]) for r in surv] == [(0, 1), (1, 1), (2, 1)]
+    assert (tmp_path / "artifacts" / "ncp" / "survival.png").exists()
