@@ -357,6 +357,7 @@ class RubricConfig(_Strict):
     prompt_version: str = "v1"
     min_words: NonNegativeInt = 0     # paper: 2,000-3,000 words for human corpora (length control)
     max_words: PositiveInt | None = None
+    band_applies_to: Literal["human", "all"] = "human"   # paper: generated stories are scored at all lengths
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=1500))
 
 

@@ -294,7 +294,10 @@ def plan(defs: Definitions, keys: Iterable[AssetKey],
             grew = False
             for k in sorted(todo - set(group), key=by_name):
                 node = graph.get(k)
-                if node.partitions_def == pdef and node.parent_keys & todo <= set(group):
+                ups = _parents(graph, k)
+                # not in the same run as what writes an external table it reads (no edge orders them there)
+                if (node.partitions_def == pdef and ups & todo <= set(group)
+                        and not (ups - node.parent_keys) & set(group)):
                     group.append(k)
                     grew = True
         if pdef is None:

@@ -99,7 +99,7 @@ def test_rubric_file_scores_and_failures(tmp_path):
     with pytest.raises(RubricError, match=r"criteria\[0\]: needs id, name and description"):
         load_rubric(bad)
 
-    s = _settings(tmp_path, rubric={"model": "j", "min_words": 5, "max_words": 100})
+    s = _settings(tmp_path, rubric={"model": "j", "min_words": 5, "max_words": 100, "band_applies_to": "all"})
     answers = {"A": json.dumps({"scores": {"engaging": 10, "purple": 0}}), "B": "not json"}
     jb = ScriptedBackend(lambda call: answers["A" if "Alpha" in call.messages[-1]["content"] else "B"])
     client = LLMClient(s, backends={"j": jb}, progress=False)
@@ -116,6 +116,12 @@ def test_rubric_file_scores_and_failures(tmp_path):
     sent = [c.messages[-1]["content"] for c in jb.calls]
     assert len({c for c in sent if "Alpha" in c}) == 1 and all("THE IDEA TEXT" in c for c in sent)
     assert all("purple (Purple, fault)" in c for c in sent)
+    # by default the band restricts human corpora only: generated stories are scored at all lengths
+    s2 = _settings(tmp_path, rubric={"model": "j", "min_words": 5, "max_words": 100})
+    human_c = {**stories[2], "story_id": "hc", "set_key": "human:ny"}
+    rows2 = {r["story_id"]: r for r in score_rows(client, [stories[2], human_c], {}, rubric, s2.endings.rubric)}
+    assert rows2["c"]["in_length_band"] is True and rows2["c"]["llm_call_id"] is not None
+    assert rows2["hc"]["in_length_band"] is False and rows2["hc"]["llm_call_id"] is None
 
 
 def test_rubric_contrasts_and_spearman():

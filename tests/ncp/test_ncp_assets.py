@@ -3,10 +3,11 @@ episodes → re-audit (answered from the cache) → every NCP table, with the lo
 from __future__ import annotations
 
 import json
+import re
 
 import yaml
 
-from tests.ncp._ncp_helpers import Script
+from tests.ncp._ncp_helpers import Script, statuses, text_of
 
 
 def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
@@ -19,7 +20,15 @@ def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
     from wse_platform.llm import ScriptedBackend
     from wse_platform.warehouse import Warehouse
 
-    backend = ScriptedBackend(Script(), namespace="ncp-assets-test")
+    script = Script()
+
+    def answer(call):
+        if call.role == "ncp.commitment_status":  # one PENDING status for every commitment listed
+            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
+            return [statuses(ids=tuple(ids))] * call.n
+        return script(call)
+
+    backend = ScriptedBackend(answer, namespace="ncp-assets-test")
     base = llm_mod.LLMClient
 
     class ScriptedClient(base):  # every model of the config answered by the script
@@ -61,13 +70,13 @@ def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
     (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
     assert (ep["termination"], ep["turns"], ep["narrator_responses"], ep["player_inputs"]) == ("SURVIVAL", 2, 3, 2)
     turns = wh.query("SELECT * FROM ncp_turns ORDER BY turn").to_dicts()
-    assert [t["narrator_words"] for t in turns] == [8, 4, 4] and turns[1]["player_words"] == 5
+    assert [t["narrator_words"] for t in turns] == [8, 5, 5] and turns[1]["player_words"] == 5
     assert json.loads(turns[0]["fact_diff_json"])["pending"] is True
-    (re,) = wh.query("SELECT * FROM ncp_reaudit_episodes").to_dicts()
-    assert (re["termination"], re["turns"]) == ("SURVIVAL", 2)
+    (replayed,) = wh.query("SELECT * FROM ncp_reaudit_episodes").to_dicts()
+    assert (replayed["termination"], replayed["turns"]) == ("SURVIVAL", 2)
     (summary,) = wh.query("SELECT * FROM ncp_summary").to_dicts()
     assert (summary["n_survival"], summary["n_active_at_20"], summary["share_active_at_20"]) == (1, 0, 0.0)
-    assert summary["narrator_words_mean"] == (8 + 4 + 4) / 3
+    assert summary["narrator_words_mean"] == (8 + 5 + 5) / 3
     surv = wh.query("SELECT turn, n_active, raw_share_active FROM ncp_survival ORDER BY turn").to_dicts()
     assert [(r["turn"], r["n_active"]) for r in surv] == [(0, 1), (1, 1), (2, 1)]
     assert (tmp_path / "artifacts" / "ncp" / "survival.png").exists()

@@ -93,3 +93,22 @@ def test_wse_ui_in_a_folder_with_its_own_config_uses_that_config(tmp_path, monke
     assert cli.main(["ui"]) == 0
     # dagster dev runs in the repository; the code location must still read ./wse.yaml of this folder
     assert seen["env"]["WSE_CONFIG"] == str(cfg.resolve())
+
+
+def test_plan_runs_what_reads_an_external_table_after_the_assets_writing_it():
+    """llm_usage reads llm_calls, which the LLM assets write: it must run after them."""
+    from wse_platform.runner import plan
+
+    @asset
+    def gen():
+        return MaterializeResult()
+
+    calls = AssetSpec("calls", deps=[gen])
+
+    @asset(deps=[calls])
+    def usage():
+        return MaterializeResult()
+
+    defs = Definitions(assets=[gen, calls, usage])
+    steps = plan(defs, [AssetKey("usage"), AssetKey("gen")], {AssetKey("usage"): None, AssetKey("gen"): None})
+    assert [[k.to_user_string() for k in s.keys] for s in steps] == [["gen"], ["usage"]]

@@ -5,7 +5,8 @@ criteria and scale live in a replaceable file (`rubric.yaml` next to this module
 `endings.rubric.rubric_file`); the judge answers JSON validated against a model built from that
 file (every criterion, an integer in 0..scale_max). Stories outside the rubric's length band
 (the paper's 2,000-3,000 words for human corpora) get a row with `in_length_band = false` and
-no call. A failed judgement is a row with `failure_json`, never a default score.
+no call; by default (`band_applies_to: human`) the band restricts human corpora only, as the paper
+scores generated stories at all lengths. A failed judgement is a row with `failure_json`.
 """
 from __future__ import annotations
 
@@ -112,6 +113,8 @@ def score_rows(client: Any, stories: Sequence[dict[str, Any]], ideas: dict[str, 
     for st in stories:
         n = int(st["n_words"] or 0)
         band = n >= cfg.min_words and (cfg.max_words is None or n <= cfg.max_words)
+        if cfg.band_applies_to == "human" and not str(st["set_key"]).startswith("human:"):
+            band = True   # the paper scores generated stories at all lengths (Appendix B)
         row = {"story_id": st["story_id"], "set_key": st["set_key"], "rubric_config_id": config_id,
                "rubric_model": cfg.model, "n_words": n, "in_length_band": band, "scores_json": None,
                "overall": None, "tension8": None, "llm_call_id": None, "failure_json": None}
