@@ -5,9 +5,12 @@ import os
 # offline); set before any module (the client, token counters) imports litellm.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from wse_platform.llm.backends import Backend, BackendCall, BackendResponse, ScriptedBackend
-from wse_platform.llm.client import LLMClient
-from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Message, Sampling
+from wse_platform.llm.accounting import usage_summary  # noqa: E402
+from wse_platform.llm.backends import Backend, BackendCall, BackendResponse, ScriptedBackend  # noqa: E402
+from wse_platform.llm.client import LLMClient  # noqa: E402
+from wse_platform.llm.errors import CacheCorrupted, LLMInfrastructureError  # noqa: E402
+from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Message, Sampling  # noqa: E402
 
-__all__ = ["Backend", "BackendCall", "BackendResponse", "LLMClient", "LLMFailure", "LLMRequest", "LLMResult",
-           "Message", "Sampling", "ScriptedBackend"]
+__all__ = ["Backend", "BackendCall", "BackendResponse", "CacheCorrupted", "LLMClient", "LLMFailure",
+           "LLMInfrastructureError", "LLMRequest", "LLMResult", "Message", "Sampling", "ScriptedBackend",
+           "usage_summary"]

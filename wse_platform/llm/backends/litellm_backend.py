@@ -25,7 +25,6 @@ import asyncio
 import json
 import logging
 import os
-import random
 import threading
 import time
 from concurrent.futures import Future
