@@ -59,6 +59,7 @@ CONFIG_SOURCES: dict[str, tuple[str | None, str, _Fingerprint]] = {
                            lambda s, pk: versions.endings_set_version(s, pk)),
     "endings_judge_config": (None, "the 100-Endings Y/N judge configuration",
                              lambda s, pk: versions.endings_judge_version(s)),
+    "endings_rubric_config": (None, "the 100-Endings rubric judge configuration", lambda s, pk: versions.endings_rubric_version(s)),  # noqa: E501
 }
 GROUPS = {"wse": "wse_bench", "ncp": "ncp_bench", "endings": "endings"}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wse_platform.config import load_settings, settings_from_dict  # noqa: E402
 from wse_platform.llm import LLMClient, ScriptedBackend  # noqa: E402
 from wse_platform.llm.backends import Backend  # noqa: E402
-from wse_platform.ncp.episode import (ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK, ROLE_CONFLICT_CONFIRM,  # noqa: E402
+from wse_platform.ncp.episode import (ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK,  # noqa: E402
                                       ROLE_FACT_UPDATE, ROLE_NODE_UPDATE, AuditorSetup)
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows  # noqa: E402
 from wse_platform.ncp.spec import load_specs  # noqa: E402
@@ -69,19 +70,39 @@ class TimedClient:
             self.requests += len(reqs)
 
 
+_SCENE = re.compile(r"Scene (\d+)\.")
+
+
+def _commitment_ids(call) -> list[str]:
+    """The ids the commitment-status schema requires (one status per commitment of the spec)."""
+    items = (call.json_schema or {}).get("$defs", {}).get("CommitmentStatus", {})
+    ids = items.get("properties", {}).get("commitment_id", {}).get("enum")
+    if ids is not None:
+        return list(ids)
+    return sorted(set(re.findall(r"\bc_\d+\b", "\n".join(m["content"] for m in call.messages))),
+                  key=lambda c: int(c[2:]))
+
+
 def scripted_auditor(call) -> list[str]:
-    """Valid, deterministic auditor outputs: one new fact per turn, no conflicts, a node every 4th turn."""
+    """Valid, deterministic auditor outputs in the current schemas (`wse_platform/ncp/schemas.py`):
+    one new fact per turn, no conflicts (so the double-check is never asked), the current node
+    advances on every 4th turn, every commitment stays PENDING."""
     prompt = "\n".join(m["content"] for m in call.messages)
-    turn = prompt.count("Narrator response: Scene ") and int(prompt.split("Narrator response: Scene ")[1].split(".")[0])
+    turn = max((int(n) for n in _SCENE.findall(prompt)), default=0)
+    advance = turn > 0 and turn % 4 == 0
+    no_conflict = {"fact_conflict_count": 0, "commitment_conflict_count": 0, "player_input_conflict_count": 0,
+                   "total_conflict_count": 0, "conflicts": []}
     out = {
-        ROLE_FACT_UPDATE: json.dumps({"add": [f"Clue {turn} was found in the story."], "negate": []}),
-        ROLE_CONFLICT_CHECK: '{"conflicts": []}',
-        ROLE_CONFLICT_CONFIRM: '{"confirmed": false, "reason": "not a conflict"}',
-        ROLE_NODE_UPDATE: json.dumps({"trigger_occurred": True, "key_delta_occurred": prompt.count("[Turn") >= 4,
-                                      "ambiguous": False, "evidence": "the stage turns"}),
-        ROLE_COMMITMENT_STATUS: '{"statuses": []}',
+        ROLE_FACT_UPDATE: {"add_facts": [f"Clue {turn} was found in the story."], "negate_facts": [],
+                           "reason": "the narration states the clue directly"},
+        ROLE_CONFLICT_CHECK: no_conflict,
+        ROLE_DOUBLE_CHECK: {**no_conflict, "confirmed": False, "review_reason": "no conflict stands"},
+        ROLE_NODE_UPDATE: {"trigger": {"occurred": advance, "reason": "the stage turns"},
+                           "delta": {"occurred": advance, "reason": "the change is shown"}},
+        ROLE_COMMITMENT_STATUS: {"statuses": [{"commitment_id": c, "status": "PENDING",
+                                               "reason": "not yet shown (f_0, s_0)"} for c in _commitment_ids(call)]},
     }[call.role]
-    return [out] * call.n
+    return [json.dumps(out)] * call.n
 
 
 def synthetic_rows(spec_ids: list[str], n_turns: int) -> list[dict]:

@@ -186,3 +186,16 @@ CREATE TABLE IF NOT EXISTS endings_rubric_contrasts (
     rubric_overall DOUBLE, rubric_tension8 DOUBLE, mean_no_rate DOUBLE, late_no_rate DOUBLE,
     spearman_rubric_vs_mean_no_rate DOUBLE
 );
+
+-- Table 3's "EQ-Bench n": kept stories inside the rubric's length band, and how many were scored
+-- (NULL when the rubric judge is off or has not scored the set).
+ALTER TABLE endings_corpus_summary ADD COLUMN IF NOT EXISTS n_rubric_band BIGINT;
+ALTER TABLE endings_corpus_summary ADD COLUMN IF NOT EXISTS n_rubric_scored BIGINT;
+
+-- Paper Fig. 7: per set x rubric criterion, mean raw score and 0-100 score (faults inverted, 95 % CI)
+-- and its difference from the same criterion in the top human corpus by mean no-rate.
+CREATE TABLE IF NOT EXISTS endings_rubric_criteria (
+    set_key VARCHAR, set_kind VARCHAR, rubric_config_id VARCHAR, criterion VARCHAR, criterion_name VARCHAR,
+    criterion_order BIGINT, negative BOOLEAN, tension BOOLEAN, n BIGINT, mean_raw DOUBLE, mean_score DOUBLE,
+    mean_score_ci_low DOUBLE, mean_score_ci_high DOUBLE, reference_set_key VARCHAR, delta_vs_reference DOUBLE
+);

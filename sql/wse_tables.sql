@@ -198,6 +198,27 @@ CREATE TABLE IF NOT EXISTS wse_judge_agreement (
     uncertain_pct                DOUBLE
 );
 
+-- Inter-judge agreement of each richness panel on trajectories where every member rated validly.
+CREATE TABLE IF NOT EXISTS wse_richness_agreement (
+    judge_config_id              VARCHAR,
+    model_group                  VARCHAR,   -- NULL = all evaluated models
+    kind                         VARCHAR,   -- panel | pairwise
+    quantity                     VARCHAR,   -- event_diversity | character_change | world_expansion | units_per_step | R
+    member_a                     VARCHAR,   -- pairwise only
+    member_b                     VARCHAR,
+    n_members                    BIGINT,
+    n_trajectories               BIGINT,    -- trajectories with a complete panel
+    n_trajectories_incomplete    BIGINT,    -- trajectories with a failed member (left out)
+    exact_pct                    DOUBLE,    -- pairwise, ratings: same rating
+    within_one_pct               DOUBLE,    -- ratings: pair (or all members) within one point
+    qwk                          DOUBLE,    -- ratings: quadratic-weighted kappa (panel: mean over pairs)
+    fleiss_kappa                 DOUBLE,    -- panel, ratings: over the 5 rating categories (nominal)
+    unanimous_pct                DOUBLE,    -- panel, ratings: every member gave the same rating
+    icc                          DOUBLE,    -- panel: ICC(2,1), absolute agreement, single rater
+    mae                          DOUBLE,    -- pairwise: mean absolute difference
+    pearson_r                    DOUBLE     -- pairwise
+);
+
 -- Paper Table 3 lower half: possible precursors of each first contradiction (lexical matching).
 CREATE TABLE IF NOT EXISTS wse_precursor_audit (
     row_kind                     VARCHAR,   -- trajectory | summary

@@ -148,6 +148,9 @@ def cmd_status(args) -> int:
     counts = {s: sum(r.status == s for r in rows) for s in ("stale", "missing", "incomplete")}
     print(f"{counts['stale']} stale, {counts['missing']} missing, {counts['incomplete']} incomplete "
           f"({time.perf_counter() - t0:.1f}s)")
+    from wse_platform.llm.truncation_report import truncation_lines  # one cheap query on llm_calls
+    for line in truncation_lines(settings.warehouse):
+        print(line)
     return 0
 
 

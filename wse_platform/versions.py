@@ -18,7 +18,7 @@ from wse_platform.prompts import SHIPPED_DIR, get_prompt
 # Prompt roles that belong to judging (everything else in a benchmark's prompt folder generates).
 JUDGE_ROLES = {
     "wse": {"consistency_judge", "richness_judge"},
-    "endings": {"judge"},
+    "endings": {"judge", "rubric"},   # the rubric judge has its own fingerprint (endings_rubric_version)
 }
 NCP_GENERATION_PREFIXES = ("player", "narrator", "memory")
 NCP_EXTRACTION_PREFIXES = ("extract",)
@@ -29,12 +29,14 @@ GENERATION_CODE = {
     "wse": ["wse_platform/wse/simulate.py", "wse_platform/wse/agents.py", "wse_platform/wse/reducer.py",
             "wse_platform/wse/schemas.py", "wse_platform/wse/seeds.py", "wse_platform/wse/architecture.py"],
     "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/memory.py", "wse_platform/ncp/ledger.py",
-            "wse_platform/ncp/schemas.py"],
+            "wse_platform/ncp/schemas.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
+            "wse_platform/ncp/render.py"],
     "endings": ["wse_platform/endings/pipelines.py", "wse_platform/endings/forecast.py"],
 }
 JUDGE_CODE = {
     "wse": ["wse_platform/wse/judges.py"],
-    "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/reaudit.py"],
+    "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/reaudit.py", "wse_platform/ncp/audit.py",
+            "wse_platform/ncp/prompter.py", "wse_platform/ncp/render.py"],
     "endings": ["wse_platform/endings/judge.py"],
 }
 
@@ -68,7 +70,7 @@ def _scale(settings: Settings, section: str) -> dict[str, Any]:
     keys = {"wse": ["horizon", "n_seeds"], "ncp": ["t_max", "n_specs", "sampling", "player_model"],
             "endings": ["k", "position_stride", "max_positions_per_story", "ablate", "max_human_stories", "n_ideas", "story_sampling",
                         "forecast_sampling", "forecaster", "min_words", "max_words", "ideas_file",
-                        "repeats", "reference_pool", "reference_seed", "plan_beats", "rubric"]}[section]
+                        "repeats", "reference_pool", "reference_seed", "plan_beats"]}[section]
     return {k: sec.get(k) for k in keys} | {"profile": settings.profile}
 
 
@@ -141,6 +143,19 @@ def endings_judge_version(settings: Settings) -> str:
                        e.repeats,
                        prompt_shas("endings", ["judge"], e.judge_prompt_version, settings.prompts_dir),
                        {f: file_hash(f) for f in JUDGE_CODE["endings"]})
+
+
+def endings_rubric_version(settings: Settings) -> str:
+    """The rubric judge's own fingerprint (model, sampling, band, prompt and rubric file), so a
+    rubric change re-scores stories without marking story sets or Y/N verdicts stale."""
+    r = settings.endings.rubric
+    if r is None:
+        return fingerprint("endings-rubric", None)
+    path = settings.resolve_path(r.rubric_file) if r.rubric_file else REPO_ROOT / "wse_platform/endings/rubric.yaml"
+    rubric_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "absent"
+    return fingerprint("endings-rubric", r.model_dump(), settings.model(r.model).identity(), rubric_sha,
+                       prompt_shas("endings", ["rubric"], r.prompt_version, settings.prompts_dir),
+                       {f: file_hash(f) for f in ("wse_platform/endings/rubric.py",)})
 
 
 def code_version_of(*paths: str | Path) -> str:

@@ -1,6 +1,8 @@
 """`endings_rubric_scores`: the rubric judge's scores per story (opt-in: `endings.rubric`).
 
 Thin: the rubric, the request and the scoring live in `wse_platform.endings.rubric`.
+Depends on `endings_rubric_config` (not the set config): a rubric change re-scores the stories
+without marking story sets or their Y/N verdicts stale.
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
 import polars as pl
@@ -28,7 +30,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return []
 
     @asset(
-        name="endings_rubric_scores", partitions_def=parts.endings, deps=["endings_stories", "endings_set_config"],
+        name="endings_rubric_scores", partitions_def=parts.endings, deps=["endings_stories", "endings_rubric_config"],
         group_name=GROUP, kinds={"duckdb", "llm"},
         code_version=code_version("wse_platform/endings/rubric.py", "wse_platform/endings/rubric.yaml",
                                   "wse_platform/prompts/endings/rubric.v1.md"),

@@ -28,7 +28,7 @@ from wse_platform.wse.plots import (
 GROUP = "wse_bench"
 TABLE_CODE = tuple(f"wse_platform/wse/tables/{m}.py" for m in (
     "__init__", "frame", "schema", "cells", "contrasts", "scaling", "families", "horizon", "violations", "failures",
-    "agreement", "precursors", "robustness", "validation"))
+    "agreement", "richness_agreement", "precursors", "robustness", "validation"))
 METRIC_CODE = (*TABLE_CODE, "wse_platform/metrics/wse.py", "wse_platform/stats/km.py",
                "wse_platform/wse/architecture.py")
 BOOTSTRAP_CODE = (*METRIC_CODE, "wse_platform/stats/bootstrap.py")
@@ -231,6 +231,20 @@ def build_more() -> list:
                                T.TableParams.from_settings(settings.get()))
         return write_table(wh, "wse_judge_agreement", df)
 
+    @asset(name="wse_richness_agreement", **_kw(
+        "Inter-judge agreement of each richness panel on trajectories where every member rated validly, per "
+        "quantity (the three 1-5 breadth ratings, units per step, R): kind=pairwise (ratings: % exact, % within "
+        "one point, quadratic-weighted κ; all: MAE, Pearson r) and kind=panel (ratings: Fleiss' κ, % unanimous, "
+        "% within one point, mean pairwise κ_w; all: ICC(2,1)); overall and per model group.",
+        [AssetKey("wse_richness_verdicts")], METRIC_CODE))
+    def wse_richness_agreement(context: AssetExecutionContext, warehouse: WarehouseResource,
+                               settings: SettingsResource) -> MaterializeResult:
+        wh = warehouse.get()
+        params = T.TableParams.from_settings(settings.get())
+        df = T.richness_agreement(wh.query("SELECT * FROM wse_richness_verdicts"), params,
+                                  [params.richness_judge_id])
+        return write_table(wh, "wse_richness_agreement", df)
+
     @asset(name="wse_precursor_audit", **_kw(
         "Paper Table 3, lower half: for each trajectory's first agreed contradiction, the conflicting claims "
         "are matched lexically against the player intent, Character Agent intents, World Model beats and "
@@ -294,5 +308,5 @@ def build_more() -> list:
                                 wh.query("SELECT * FROM wse_richness_verdicts"), info)
         return write_table(wh, "wse_human_validation", df, extra_metadata={"labels": str(folder)})
 
-    return [wse_failure_kinds, wse_judge_agreement, wse_precursor_audit, wse_full_horizon_contrasts,
-            wse_cost_contrasts, wse_human_validation]
+    return [wse_failure_kinds, wse_judge_agreement, wse_richness_agreement, wse_precursor_audit,
+            wse_full_horizon_contrasts, wse_cost_contrasts, wse_human_validation]

@@ -82,6 +82,20 @@ def test_corpus_summary_table3():
     r = R.build_corpus_summary(stories, positions).row(0, named=True)
     assert (r["n_stories"], r["n_kept"], r["mean_words_kept"], r["n_positions"]) == (4, 2, 2000.0, 3)
     assert json.loads(r["exclusions_json"]) == {"not prose": 1, "too long": 1}
+    assert (r["n_rubric_band"], r["n_rubric_scored"]) == (None, None)          # rubric judge off
+    # rubric-band n ("EQ-Bench n"): kept stories in the band (b), of which scored; a set the
+    # rubric judge has not scored yet stays NULL, not 0
+    other = stories.with_columns(pl.lit("human:o").alias("set_key"), pl.lit("o").alias("corpus"))
+    rubric = pl.DataFrame({"story_id": ["a", "b", "x", "y"], "set_key": ["human:c", "human:c", "gen:g:v", "gen:g:v"],
+                           "in_length_band": [False, True, True, True], "overall": [None, 70.0, None, 50.0]})
+    rows = {r["set_key"]: r for r in R.build_corpus_summary(pl.concat([stories, other]), positions, rubric)
+            .iter_rows(named=True)}
+    assert (rows["human:c"]["n_rubric_band"], rows["human:c"]["n_rubric_scored"]) == (1, 1)
+    assert (rows["human:o"]["n_rubric_band"], rows["human:o"]["n_rubric_scored"]) == (None, None)
+    failed = rubric.with_columns(pl.when(pl.col("story_id") == "b").then(None).otherwise(pl.col("overall"))
+                                 .alias("overall"))
+    r = R.build_corpus_summary(stories, positions, failed).row(0, named=True)
+    assert (r["n_rubric_band"], r["n_rubric_scored"]) == (1, 0)                 # a failed judgement
 
 
 def test_rubric_file_scores_and_failures(tmp_path):
@@ -179,7 +193,13 @@ def test_rubric_assets_exist_only_when_configured(tmp_path):
     assert keys(rubric_assets, off) == set()
     assert keys(rubric_assets, on) == {"endings_rubric_scores"}
     assert keys(report_assets, off) == {"endings_stability", "endings_corpus_summary"}
-    assert keys(report_assets, on) == {"endings_stability", "endings_corpus_summary", "endings_rubric_contrasts"}
+    assert keys(report_assets, on) == {"endings_stability", "endings_corpus_summary", "endings_rubric_contrasts",
+                                       "endings_rubric_criteria"}
+    [scores] = rubric_assets.build(on, build_partitions(on))
+    deps = {k.to_user_string() for k in scores.asset_deps[scores.key]}
+    assert "endings_rubric_config" in deps and "endings_set_config" not in deps
+    summary = next(a for a in report_assets.build(on, build_partitions(on)) if a.key.path == ["endings_corpus_summary"])
+    assert "endings_rubric_scores" in {k.to_user_string() for k in summary.asset_deps[summary.key]}
 
 
 def test_report_tables_fit_the_warehouse_ddl(tmp_path):
@@ -196,7 +216,159 @@ def test_report_tables_fit_the_warehouse_ddl(tmp_path):
     wh = Warehouse(tmp_path / "w.duckdb", sql_dir=sql_dir)
     for table, schema in [("endings_stability", R.STABILITY_SCHEMA), ("endings_corpus_summary", R.CORPUS_SUMMARY_SCHEMA),
                           ("endings_rubric_contrasts", R.RUBRIC_CONTRAST_SCHEMA),
+                          ("endings_rubric_criteria", R.RUBRIC_CRITERIA_SCHEMA),
                           ("endings_rubric_scores", RUBRIC_SCHEMA)]:
         df = pl.DataFrame([{c: None for c in schema}], schema=schema)
         assert wh.replace_table(table, df) == 1
         assert wh.table(table).columns == list(schema), table
+
+
+def _two_criteria(tmp_path):
+    rub = tmp_path / "rubric.yaml"
+    rub.write_text("scale_max: 10\ncriteria:\n"
+                   "  - {id: engaging, name: Engaging, description: d, tension: true}\n"
+                   "  - {id: purple, name: Purple, description: d, negative: true}\n", encoding="utf-8")
+    return load_rubric(rub)
+
+
+def test_rubric_criteria_fig7_means_ci_and_contrast(tmp_path):
+    rubric = _two_criteria(tmp_path)
+    cid = f"endings.rubric:j:v1:{rubric.sha}"
+
+    def row(story, set_key, engaging, purple, band=True, config=cid):
+        return {"story_id": story, "set_key": set_key, "rubric_config_id": config, "in_length_band": band,
+                "scores_json": json.dumps({"engaging": engaging, "purple": purple})}
+    scores = pl.DataFrame([
+        row("n1", "human:ny", 8, 2), row("n2", "human:ny", 6, 4),              # engaging 70 ± ..., purple 70
+        row("t1", "human:tmas", 4, 6), row("t2", "human:tmas", 9, 9, band=False),   # out of band: left out
+        row("g1", "gen:m:vanilla", 10, 0),
+        row("o1", "gen:m:vanilla", 0, 10, config="endings.rubric:j:v1:otherrubric"),  # another rubric file
+    ] + [{"story_id": "f1", "set_key": "human:tmas", "rubric_config_id": cid, "in_length_band": True,
+          "scores_json": None}])                                                 # a failed judgement
+    st = _tension([{"story_id": "n1", "set_key": "human:ny", "repeat": 0, "mean_no_rate": 0.7},
+                   {"story_id": "t1", "set_key": "human:tmas", "repeat": 0, "mean_no_rate": 0.4},
+                   {"story_id": "g1", "set_key": "gen:m:vanilla", "repeat": 0, "mean_no_rate": 0.9}])
+    assert R.top_human_set(st) == "human:ny"             # the highest-tension *human* set, not the gen set
+    out = R.build_rubric_criteria(scores, rubric, st)
+    by = {(r["set_key"], r["criterion"]): r for r in out.iter_rows(named=True)}
+    assert out.height == 6 and set(out["rubric_config_id"]) == {cid}
+    ny = by[("human:ny", "engaging")]
+    assert (ny["n"], ny["mean_raw"], ny["mean_score"]) == (2, 7.0, pytest.approx(70.0))
+    half = 1.96 * (200 ** 0.5) / 2 ** 0.5                 # scores 80, 60: sample sd = sqrt(200)
+    assert (ny["mean_score_ci_low"], ny["mean_score_ci_high"]) == (pytest.approx(70 - half), pytest.approx(70 + half))
+    assert by[("human:ny", "purple")]["mean_score"] == pytest.approx(70.0)     # raw 2, 4 -> 80, 60 inverted
+    assert by[("human:ny", "purple")]["mean_raw"] == pytest.approx(3.0)
+    tm = by[("human:tmas", "purple")]
+    assert (tm["n"], tm["mean_score"], tm["mean_score_ci_low"]) == (1, pytest.approx(40.0), None)
+    assert tm["delta_vs_reference"] == pytest.approx(40.0 - 70.0) and tm["reference_set_key"] == "human:ny"
+    assert by[("gen:m:vanilla", "engaging")]["delta_vs_reference"] == pytest.approx(100.0 - 70.0)
+    assert by[("human:ny", "engaging")]["delta_vs_reference"] == pytest.approx(0.0)
+    assert by[("human:ny", "engaging")]["tension"] and by[("human:ny", "purple")]["negative"]
+    # without tension results there is no reference: the contrast is NULL, the means are not
+    bare = R.build_rubric_criteria(scores, rubric)
+    assert bare["delta_vs_reference"].null_count() == bare.height and bare["mean_score"].null_count() == 0
+
+    from wse_platform.endings.rubric_plots import plot_rubric_criteria
+    png = plot_rubric_criteria(out, tmp_path / "bars" / "rubric_criteria.png")
+    assert png is not None and png.read_bytes()[:4] == b"\x89PNG"
+    assert plot_rubric_criteria(out.clear(), tmp_path / "none.png") is None
+
+
+def test_rubric_changes_have_their_own_staleness(tmp_path):
+    from wse_platform import versions
+
+    def settings(**rubric):
+        cfg = {"forecaster": "f", "judge": "j", "generators": ["g"], "pipelines": ["vanilla"], "rubric": rubric}
+        return settings_from_dict({"cache_dir": str(tmp_path / "c"), "models": MODELS, "endings": cfg})
+    rub = tmp_path / "my_rubric.yaml"
+    rub.write_text("scale_max: 10\ncriteria: [{id: a, name: A, description: d}]\n", encoding="utf-8")
+    base = settings(model="j")
+    variants = [settings(model="j", rubric_file=str(rub)), settings(model="j", min_words=2000, max_words=3000),
+                settings(model="f")]
+    edited = settings(model="j", rubric_file=str(rub))
+    v_file = versions.endings_rubric_version(edited)
+    rub.write_text("scale_max: 20\ncriteria: [{id: a, name: A, description: d}]\n", encoding="utf-8")
+    assert versions.endings_rubric_version(edited) != v_file          # the file's content, not only its path
+    prompts = tmp_path / "prompts" / "endings"
+    prompts.mkdir(parents=True)
+    # the user's own wording of the same prompt version (prompts directory override)
+    (prompts / "rubric.v1.md").write_text((versions.SHIPPED_DIR / "endings" / "rubric.v1.md").read_text() + "\nMore.\n")
+    variants.append(settings_from_dict({"cache_dir": str(tmp_path / "c"), "models": MODELS,
+                                        "prompts_dir": str(tmp_path / "prompts"),
+                                        "endings": {**base.endings.model_dump(include={"forecaster", "judge",
+                                                                                       "generators", "pipelines"}),
+                                                    "rubric": {"model": "j"}}}))
+    off = settings_from_dict({"cache_dir": str(tmp_path / "c"), "models": MODELS,
+                              "endings": {"forecaster": "f", "judge": "j", "generators": ["g"], "pipelines": ["vanilla"]}})
+    for other in [*variants, off]:
+        assert versions.endings_rubric_version(other) != versions.endings_rubric_version(base)
+        assert versions.endings_judge_version(other) == versions.endings_judge_version(base)
+        for key in ("gen:g:vanilla",):
+            assert versions.endings_set_version(other, key) == versions.endings_set_version(base, key)
+
+
+def test_definitions_with_the_rubric_judge_wire_its_own_config(tmp_path, monkeypatch):
+    from dagster import AssetKey, Definitions
+
+    from tests.conftest import write_config
+    from wse_platform.definitions import build_definitions
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
+    (tmp_path / "dh").mkdir()
+    cfg = write_config(tmp_path, endings={"forecaster": "smollm2", "judge": "smollm2", "allow_same_model": True,
+                                          "generators": ["smollm2"], "rubric": {"model": "smollm2"}})
+    defs = build_definitions(str(cfg))
+    Definitions.validate_loadable(defs)
+    graph = defs.resolve_asset_graph()
+    children = {k.to_user_string() for k in graph.get(AssetKey("endings_rubric_config")).child_keys}
+    assert children == {"endings_rubric_scores"}
+    assert AssetKey("endings_rubric_scores") not in graph.get(AssetKey("endings_set_config")).child_keys
+    assert {"endings_rubric_contrasts", "endings_rubric_criteria", "endings_corpus_summary"} <= {
+        k.to_user_string() for k in graph.get(AssetKey("endings_rubric_scores")).child_keys}
+
+
+def test_report_assets_write_table3_rubric_n_and_fig7_from_the_warehouse(tmp_path):
+    """The Dagster assets read the warehouse and write the rubric-band n and the Fig. 7 table + plot."""
+    from dagster import materialize
+
+    from assets.endings import reports as report_assets
+    from assets.endings.rubric import SCHEMA as RUBRIC_SCHEMA
+    from assets.partitions import build_partitions
+    from resources import SettingsResource, WarehouseResource
+    from tests.conftest import write_config
+    from tests.endings.test_tables import _positions, _stories, _verdicts
+    from wse_platform.config import load_settings
+    from wse_platform.warehouse import Warehouse
+
+    cfg = write_config(tmp_path, endings={"forecaster": "smollm2", "judge": "smollm2", "allow_same_model": True,
+                                          "generators": ["smollm2"], "rubric": {"model": "smollm2"}})
+    settings = load_settings(cfg)
+    shipped = load_rubric()
+    wh = Warehouse(settings.warehouse)
+    stories = _stories()
+    wh.replace_table("endings_stories", stories)
+    wh.replace_table("endings_positions", _positions())
+    wh.replace_table("endings_story_tension", T.build_story_tension(T.build_no_rate(_verdicts(), _positions()),
+                                                                    stories))
+    all_ten = json.dumps({c.id: 10 for c in shipped.criteria})            # every criterion at 10 / 20
+    scores = pl.DataFrame([{**{c: None for c in RUBRIC_SCHEMA}, "story_id": sid, "set_key": key,
+                            "rubric_config_id": f"endings.rubric:smollm2:v1:{shipped.sha}", "in_length_band": band,
+                            "scores_json": all_ten if band else None, "overall": 50.0 if band else None}
+                           for sid, key, band in [("s1", "human:pd", False), ("s2", "human:pd", True),
+                                                  ("g1", "gen:m:vanilla", True)]], schema=RUBRIC_SCHEMA)
+    wh.replace_table("endings_rubric_scores", scores)
+    defs = report_assets.build(settings, build_partitions(settings))
+    result = materialize(defs, resources={"warehouse": WarehouseResource(config_path=str(cfg)),
+                                          "settings": SettingsResource(config_path=str(cfg))})
+    assert result.success
+    summary = {r["set_key"]: r for r in wh.table("endings_corpus_summary").iter_rows(named=True)}
+    assert (summary["human:pd"]["n_rubric_band"], summary["human:pd"]["n_rubric_scored"]) == (1, 1)
+    assert summary["gen:m:beats"]["n_rubric_band"] is None                 # not scored
+    crit = wh.table("endings_rubric_criteria")
+    assert crit.height == 2 * len(shipped.criteria)
+    assert set(crit["mean_score"].to_list()) == {50.0}                      # 10 / 20, inverted or not
+    assert set(crit["reference_set_key"].to_list()) == {"human:pd"}
+    mats = {e.asset_key.to_user_string(): e for e in result.get_asset_materialization_events()}
+    meta = mats["endings_rubric_criteria"].materialization.metadata
+    assert meta["rubric_criteria_bars"].value.endswith("rubric_criteria.png")
+    assert (settings.artifacts / "endings" / "bars" / "rubric_criteria.png").read_bytes()[:4] == b"\x89PNG"

@@ -73,6 +73,13 @@ def _version(instance, key, partition=None, is_source=False):
     return None if rec is None else extract_data_version_from_entry(rec.event_log_entry)
 
 
+def _latest_id(instance, key):
+    from dagster import AssetRecordsFilter
+
+    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
+    return res.records[0].storage_id if res.records else None
+
+
 def _setup(cfg):
     from resources.settings import settings_for
     from wse_platform.definitions import build_definitions
@@ -127,15 +134,15 @@ def test_noop_rerun_triggers_no_rebuild_and_llm_calls_is_marked_updated(tiny):
     assert daemon.tick() == set()
     steps, calls = AssetKey("wse_trajectory_steps"), AssetKey("llm_calls")
     version = _version(instance, steps, CELL)
-    calls_before = instance.get_latest_materialization_event(calls)
+    calls_before = _latest_id(instance, calls)
 
     # rerun the generation cell: every answer comes from the LLM cache, the rows are identical
     report = execute(defs, [RunPlanStep([steps, AssetKey("wse_trajectories")], CELL)], instance, echo=lambda *_: None)
     assert report.ok
     assert version is not None and _version(instance, steps, CELL) == version
     # the cache-hit calls were recorded: llm_calls shows as updated, so llm_usage follows
-    calls_after = instance.get_latest_materialization_event(calls)
-    assert calls_after is not None and (calls_before is None or calls_after.storage_id > calls_before.storage_id)
+    calls_after = _latest_id(instance, calls)
+    assert calls_after is not None and (calls_before is None or calls_after > calls_before)
     # nothing downstream of the unchanged cell is requested by any sensor, only llm_usage
     assert daemon.tick() == {("llm_usage", None)}
 

@@ -10,7 +10,7 @@ EXPECTED_TABLE_ASSETS = {
     "wse_cell_metrics", "wse_architecture_contrasts", "wse_pareto", "wse_scaling_fit", "wse_source_family",
     "wse_horizon_sensitivity", "wse_first_violations", "wse_generation_failures", "wse_failure_kinds",
     "wse_judge_agreement", "wse_precursor_audit", "wse_full_horizon_contrasts", "wse_cost_contrasts",
-    "wse_human_validation",
+    "wse_human_validation", "wse_richness_agreement",
     "ncp_specs", "ncp_spec_stats", "ncp_episodes", "ncp_turns", "ncp_summary", "ncp_survival",
     "ncp_auditor_sensitivity", "ncp_genre",
     "endings_stories", "endings_positions", "endings_predictions", "endings_verdicts", "endings_no_rate",

@@ -55,17 +55,18 @@ class Rubric:
         return "\n".join(f"- {c.id} ({c.name}{', fault' if c.negative else ''}): {c.description}"
                          for c in self.criteria)
 
-    def _norm(self, c: Criterion, score: float) -> float:
+    def normalised(self, c: Criterion, score: float) -> float:
+        """A raw score on 0-100, faults inverted (higher = better)."""
         v = score / self.scale_max
         return 100.0 * (1.0 - v if c.negative else v)
 
     def overall(self, scores: dict[str, int]) -> float:
         """Mean over all criteria of the 0-100 score, faults inverted."""
-        return sum(self._norm(c, scores[c.id]) for c in self.criteria) / len(self.criteria)
+        return sum(self.normalised(c, scores[c.id]) for c in self.criteria) / len(self.criteria)
 
     def tension8(self, scores: dict[str, int]) -> float | None:
         sel = [c for c in self.criteria if c.tension]
-        return sum(self._norm(c, scores[c.id]) for c in sel) / len(sel) if sel else None
+        return sum(self.normalised(c, scores[c.id]) for c in sel) / len(sel) if sel else None
 
 
 def load_rubric(path: str | Path | None = None) -> Rubric:

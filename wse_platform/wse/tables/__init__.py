@@ -1,8 +1,8 @@
 """The WSE-bench final tables, one module per table family, each a pure function of polars frames.
 
 `frame` joins the upstream warehouse tables into one row per trajectory; `cells`, `contrasts`,
-`scaling`, `families`, `horizon`, `violations`, `failures`, `agreement`, `precursors`, `robustness`,
-`validation` build the tables from it; `schema`
+`scaling`, `families`, `horizon`, `violations`, `failures`, `agreement`, `richness_agreement`,
+`precursors`, `robustness`, `validation` build the tables from it; `schema`
 fixes every table's columns (mirrored in sql/wse_tables.sql). This module re-exports the public
 names so callers write `from wse_platform.wse import tables as T; T.cell_metrics(...)`.
 """
@@ -37,6 +37,7 @@ from wse_platform.wse.tables.frame import (
 )
 from wse_platform.wse.tables.horizon import horizon_sensitivity
 from wse_platform.wse.tables.precursors import precursor_audit
+from wse_platform.wse.tables.richness_agreement import icc_2_1, richness_agreement
 from wse_platform.wse.tables.robustness import cell_costs, cost_contrasts, full_horizon_contrasts
 from wse_platform.wse.tables.scaling import SCALING_METRICS, model_pooled_consistency, scaling_fit
 from wse_platform.wse.tables.schema import FINAL_COLUMNS
@@ -53,4 +54,5 @@ __all__ = [
     "trajectory_frame", "trajectory_richness", "cohen_kappa", "fleiss_kappa", "judge_agreement", "failure_kinds",
     "source_family_pooled", "precursor_audit", "cell_costs", "cost_contrasts", "full_horizon_contrasts",
     "model_pooled_consistency", "human_validation", "read_labels",
+    "icc_2_1", "richness_agreement",
 ]

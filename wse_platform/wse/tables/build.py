@@ -14,6 +14,7 @@ from wse_platform.wse.tables.families import source_family_table
 from wse_platform.wse.tables.frame import TableParams, trajectory_frame
 from wse_platform.wse.tables.horizon import horizon_sensitivity
 from wse_platform.wse.tables.precursors import precursor_audit
+from wse_platform.wse.tables.richness_agreement import richness_agreement
 from wse_platform.wse.tables.robustness import cost_contrasts, full_horizon_contrasts
 from wse_platform.wse.tables.scaling import model_pooled_consistency, scaling_fit
 from wse_platform.wse.tables.schema import FINAL_COLUMNS
@@ -61,6 +62,7 @@ def build_all_tables(trajectories: pl.DataFrame, trajectory_consistency: pl.Data
             if trajectory_steps is not None and not no_votes else empty("wse_failure_kinds")),
         "wse_judge_agreement": (empty("wse_judge_agreement") if no_votes else
                                 judge_agreement(consistency_verdicts, params, {"c": info["consistency_judge_id"]})),
+        "wse_richness_agreement": richness_agreement(richness_verdicts, params, [info["richness_judge_id"]]),
         "wse_precursor_audit": (precursor_audit(frame, consistency_verdicts, trajectory_steps, info, params)
                                 if trajectory_steps is not None and not no_votes else empty("wse_precursor_audit")),
         "wse_full_horizon_contrasts": full_horizon_contrasts(frame, info, params),

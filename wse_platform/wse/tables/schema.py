@@ -49,6 +49,11 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "judge_config_id": _S, "model_group": _S, "kind": _S, "member_a": _S, "member_b": _S, "n_members": _I,
         "n_steps": _I, "n_steps_incomplete": _I, "fleiss_kappa": _F, "cohen_kappa": _F, "agreement_pct": _F,
         "unanimous_pct": _F, "consistent_pct": _F, "inconsistent_pct": _F, "uncertain_pct": _F},
+    "wse_richness_agreement": {
+        "judge_config_id": _S, "model_group": _S, "kind": _S, "quantity": _S, "member_a": _S, "member_b": _S,
+        "n_members": _I, "n_trajectories": _I, "n_trajectories_incomplete": _I, "exact_pct": _F,
+        "within_one_pct": _F, "qwk": _F, "fleiss_kappa": _F, "unanimous_pct": _F, "icc": _F, "mae": _F,
+        "pearson_r": _F},
     "wse_precursor_audit": {
         "row_kind": _S, "scope": _S, "model_group": _S, "model": _S, "arch": _S, "seed_id": _S,
         "first_contradiction": _I, "origin": _S, "origin_step": _I, "persisted": _B, "match_score": _F,
