@@ -134,3 +134,32 @@ def released_specs() -> tuple[NarrativeSpec, ...]:
         with open(NCP_DATASET_DIR / "specs" / f"{spec_id}.yaml", encoding="utf-8") as fh:
             out.append(NarrativeSpec.model_validate(yaml.load(fh, Loader=yaml.CSafeLoader)))
     return tuple(out)
+
+
+def ncp_asset_runner(tmp_path, cfg: dict):
+    """Write `cfg` as the config, build the NCP assets and return `run(names, partition_key=None)`,
+    which materializes exactly those assets through Dagster and asserts success."""
+    import yaml
+    from dagster import AssetChecksDefinition, AssetsDefinition, materialize
+
+    from assets.ncp import episodes as ep_assets, specs as spec_assets, tables as table_assets
+    from assets.partitions import build_partitions
+    from resources import LLMResource, SettingsResource, WarehouseResource, settings_for
+
+    path = tmp_path / "wse.yaml"
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    config = str(path)
+    s = settings_for(config)
+    parts = build_partitions(s)
+    objs = [o for m in (spec_assets, ep_assets, table_assets) for o in m.build(s, parts)]
+    resources = {"settings": SettingsResource(config_path=config), "warehouse": WarehouseResource(config_path=config),
+                 "llm": LLMResource(config_path=config)}
+
+    def run(names, partition_key=None):
+        sel = [o for o in objs if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition)
+               and {k.to_user_string() for k in o.keys} <= names]
+        result = materialize(sel, partition_key=partition_key, resources=resources)
+        assert result.success
+        return result
+
+    return run

@@ -5,18 +5,13 @@ from __future__ import annotations
 import json
 import re
 
-import yaml
 
-from tests.ncp._ncp_helpers import Script, statuses, text_of
+from tests.ncp._ncp_helpers import Script, ncp_asset_runner, statuses, text_of
 
 
 def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
-    from dagster import AssetChecksDefinition, AssetsDefinition, materialize
-
     import wse_platform.llm as llm_mod
-    from assets.ncp import episodes as ep_assets, specs as spec_assets, tables as table_assets
-    from assets.partitions import build_partitions, cell_key
-    from resources import LLMResource, SettingsResource, WarehouseResource, settings_for
+    from assets.partitions import cell_key
     from wse_platform.llm import ScriptedBackend
     from wse_platform.warehouse import Warehouse
 
@@ -42,21 +37,7 @@ def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
            "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
            "ncp": {"narrators": ["smollm2"], "architectures": ["memory+adversarial"], "player_model": "smollm2",
                    "auditor": {"model": "smollm2"}, "t_max": 2, "n_specs": 1}}
-    path = tmp_path / "wse.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    config = str(path)
-    s = settings_for(config)
-    parts = build_partitions(s)
-    objs = [o for m in (spec_assets, ep_assets, table_assets) for o in m.build(s, parts)]
-    resources = {"settings": SettingsResource(config_path=config), "warehouse": WarehouseResource(config_path=config),
-                 "llm": LLMResource(config_path=config)}
-
-    def run(names, partition_key=None):
-        sel = [o for o in objs if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition)
-               and {k.to_user_string() for k in o.keys} <= names]
-        result = materialize(sel, partition_key=partition_key, resources=resources)
-        assert result.success
-        return result
+    run = ncp_asset_runner(tmp_path, cfg)
 
     cell = str(cell_key("smollm2", "memory+adversarial"))
     run({"ncp_specs"})

@@ -11,11 +11,9 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     and the replay invariants, not quality."""
     pytest.importorskip("llama_cpp")
     import yaml
-    from dagster import AssetChecksDefinition, AssetsDefinition, materialize
 
-    from assets.ncp import episodes as ep_assets, specs as spec_assets, tables as table_assets
-    from assets.partitions import build_partitions, cell_key
-    from resources import LLMResource, SettingsResource, WarehouseResource, settings_for
+    from assets.partitions import cell_key
+    from tests.ncp._ncp_helpers import ncp_asset_runner
     from wse_platform.config import REPO_ROOT
     from wse_platform.warehouse import Warehouse
 
@@ -25,21 +23,7 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
            "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
                    "auditor": {"model": "smollm2", "prompt_version": "v1"}, "t_max": 1, "n_specs": 1,
                    "sampling": {"temperature": 0.6, "top_p": 0.95, "max_tokens": 256}}}
-    path = tmp_path / "wse.yaml"
-    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    config = str(path)
-    s = settings_for(config)
-    parts = build_partitions(s)
-    objs = [o for m in (spec_assets, ep_assets, table_assets) for o in m.build(s, parts)]
-    resources = {"settings": SettingsResource(config_path=config), "warehouse": WarehouseResource(config_path=config),
-                 "llm": LLMResource(config_path=config)}
-
-    def run(names, partition_key=None):
-        sel = [o for o in objs if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition)
-               and {k.to_user_string() for k in o.keys} <= names]
-        result = materialize(sel, partition_key=partition_key, resources=resources)
-        assert result.success
-        return result
+    run = ncp_asset_runner(tmp_path, cfg)
 
     cell = str(cell_key("smollm2", "baseline+adversarial"))
     run({"ncp_specs"})

@@ -8,7 +8,7 @@ configuration (and per model group) with Fleiss' κ and the unanimous share, one
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
@@ -85,16 +85,22 @@ def judge_agreement(verdicts: pl.DataFrame, params: TableParams,
                     ["judge_config_id", *TRAJ, "step", "judge_index", "judge_member", "verdict"])
     v = verdicts.with_columns(
         judge_member=pl.coalesce(pl.col("judge_member"), pl.col("judge_index").cast(pl.String)))
-    wanted = [j for j in (judge_ids or {}).values() if j]
-    ids = sorted(set(v["judge_config_id"].drop_nulls().to_list()) & set(wanted) if wanted
-                 else v["judge_config_id"].drop_nulls().unique().to_list())
+    return _rows("wse_judge_agreement", rows_per_panel(v, params, list((judge_ids or {}).values()), _panel_rows))
+
+
+def rows_per_panel(v: pl.DataFrame, params: TableParams, judge_ids: Sequence[str | None],
+                   panel_rows: Callable[[pl.DataFrame, str, str | None], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`panel_rows` of every wanted judge configuration (all present ones when none is named), pooled over
+    models and then per model group: the one loop both agreement tables share."""
+    wanted = [j for j in judge_ids if j]
+    present = set(v["judge_config_id"].drop_nulls().to_list())
     rows: list[dict[str, Any]] = []
-    for jid in ids:
+    for jid in sorted(present & set(wanted) if wanted else present):
         mine = v.filter(pl.col("judge_config_id") == jid)
-        rows += _panel_rows(mine, jid, None)
+        rows += panel_rows(mine, jid, None)
         if params.model_groups:
             for group, models in params.groups(mine["model"].unique().to_list()).items():
                 sub = mine.filter(pl.col("model").is_in(models))
                 if sub.height:
-                    rows += _panel_rows(sub, jid, group)
-    return _rows("wse_judge_agreement", rows)
+                    rows += panel_rows(sub, jid, group)
+    return rows

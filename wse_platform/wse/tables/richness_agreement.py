@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from wse_platform.metrics import wse as M
-from wse_platform.wse.tables.agreement import fleiss_kappa
+from wse_platform.wse.tables.agreement import fleiss_kappa, rows_per_panel
 from wse_platform.wse.tables.frame import TRAJ, TableParams, require_columns
 from wse_platform.wse.tables.schema import _rows
 from wse_platform.wse.tables.validation import mean_absolute_error, pearson_r, quadratic_weighted_kappa
@@ -112,16 +112,4 @@ def richness_agreement(verdicts: pl.DataFrame, params: TableParams,
     if "judge_member" in verdicts.columns:
         member = pl.coalesce(pl.col("judge_member"), member)
     v = verdicts.with_columns(judge_member=member)
-    wanted = [j for j in (judge_ids or ()) if j]
-    present = set(v["judge_config_id"].drop_nulls().to_list())
-    ids = sorted(present & set(wanted) if wanted else present)
-    rows: list[dict[str, Any]] = []
-    for jid in ids:
-        mine = v.filter(pl.col("judge_config_id") == jid)
-        rows += _panel_rows(mine, jid, None)
-        if params.model_groups:
-            for group, models in params.groups(mine["model"].unique().to_list()).items():
-                sub = mine.filter(pl.col("model").is_in(models))
-                if sub.height:
-                    rows += _panel_rows(sub, jid, group)
-    return _rows("wse_richness_agreement", rows)
+    return _rows("wse_richness_agreement", rows_per_panel(v, params, list(judge_ids or ()), _panel_rows))
