@@ -39,13 +39,12 @@ from dagster import (
     schedule,
     sensor,
 )
-from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
-from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 
 from assets.partitions import BenchmarkPartitions
 from assets.versioning import config_events, config_specs, current_versions
 from resources.settings import settings_for
 from wse_platform.config import Settings
+from wse_platform.dagster_private import IMPLICIT_ASSET_JOB_NAME, AssetGraph
 
 # Runs are requested per partition with an asset selection; they go to Dagster's implicit asset
 # job, which (unlike an `AssetSelection.all()` target) may hold assets of different partitions.
@@ -123,7 +122,7 @@ def _same_partition_closure(graph, key: AssetKey) -> list[AssetKey]:
 
 def judged_version(instance, key: AssetKey, partition: str | None, source: AssetKey) -> str | None:
     """The judge-config data version the latest materialization of (key, partition) was made with."""
-    from dagster._core.definitions.data_version import extract_data_provenance_from_entry
+    from wse_platform.dagster_private import extract_data_provenance_from_entry
 
     rec = instance.get_latest_data_version_record(key, is_source=False, partition_key=partition)
     prov = extract_data_provenance_from_entry(rec.event_log_entry) if rec is not None else None

@@ -200,7 +200,7 @@ def observe_sources(defs: Definitions, instance: DagsterInstance) -> list[str]:
     not one run per source. Observable sources: changed partitions as runless observations; one
     whose observe function needs a context or resources is observed with a regular run.
     """
-    from dagster._core.definitions.observe import observe  # public `observe` is not re-exported
+    from wse_platform.dagster_private import observe  # public `observe` is not re-exported
 
     from assets.versioning import record_config_versions
 
@@ -223,9 +223,7 @@ def source_versions(src) -> dict[str | None, str] | None:
     """Current data version(s) of an observable source, by partition (None = unpartitioned);
     None when the observe function needs a context or resources (then observe it with a run)."""
     from dagster import DataVersion, DataVersionsByPartition, ObserveResult
-    from dagster._core.decorator_utils import get_function_params
-    from dagster._core.definitions.decorators.op_decorator import is_context_provided
-    from dagster._core.definitions.resource_annotation import get_resource_args
+    from wse_platform.dagster_private import get_function_params, get_resource_args, is_context_provided
 
     fn = getattr(src, "observe_fn", None)
     if fn is None or get_resource_args(fn) or is_context_provided(get_function_params(fn)):
@@ -243,7 +241,7 @@ def source_versions(src) -> dict[str | None, str] | None:
 def changed_observations(instance: DagsterInstance, src, current: dict[str | None, str]) -> list:
     """AssetObservation events for the partitions of `src` whose data version differs from the last one."""
     from dagster import AssetObservation
-    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+    from wse_platform.dagster_private import DATA_VERSION_TAG
 
     def last(pk):
         rec = instance.get_latest_data_version_record(src.key, is_source=True, partition_key=pk)
@@ -478,9 +476,8 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
 def _remote_origin(job_name: str):
     """The origin `wse ui` (dagster dev -w workspace.yaml) gives this job, so the UI finds the job of a
     CLI run in its code location: the run shows its asset selection and can be re-executed there."""
-    from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
-    from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
-    from dagster._core.workspace.load_target import WorkspaceFileTarget
+    from wse_platform.dagster_private import (SINGLETON_REPOSITORY_NAME, RemoteJobOrigin, RemoteRepositoryOrigin,
+                                              WorkspaceFileTarget)
 
     origins = WorkspaceFileTarget(paths=[str(WORKSPACE_FILE)]).create_origins()
     if not origins:

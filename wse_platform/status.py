@@ -29,14 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
-from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
-try:  # the threshold Dagster uses; fall back to its documented value
-    from dagster._core.definitions.data_version import (
-        SKIP_PARTITION_DATA_VERSION_DEPENDENCY_THRESHOLD as PARTITION_THRESHOLD,
-    )
-except ImportError:  # pragma: no cover
-    PARTITION_THRESHOLD = 100
+from wse_platform.dagster_private import PARTITION_THRESHOLD, CachingStaleStatusResolver, StaleStatus
 
 MISSING, STALE, INCOMPLETE, FRESH = "missing", "stale", "incomplete", "fresh"
 MAX_LISTED = 5  # upstream partitions named in one cause line
@@ -51,8 +45,7 @@ class CellStatus:
 
 
 def _resolver(graph, instance: DagsterInstance) -> CachingStaleStatusResolver:
-    from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
-    from dagster._time import get_current_datetime
+    from wse_platform.dagster_private import AssetGraphView, TemporalContext, get_current_datetime
 
     view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
                           instance=instance, asset_graph=graph)
