@@ -25,11 +25,18 @@ LLAMA_REQ=$(grep -o '"llama-cpp-python[^"]*"' pyproject.toml | head -1 | tr -d '
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 T_ALL=$(date +%s.%N)
 stage() {  # stage "label" command...: run quietly into the log, print "label  12.3 s"
-  local label=$1 t0 rc=0
+  # A failed stage is tried once more: a download cut short by the network (pip then reports a
+  # hash mismatch) is the usual cause, and pip does not retry that by itself.
+  local label=$1 t0 rc=0 try
   shift
   t0=$(date +%s.%N)
-  echo "== $label: $*" >>"$LOG"
-  "$@" >>"$LOG" 2>&1 || rc=$?
+  for try in 1 2; do
+    rc=0
+    echo "== $label (try $try): $*" >>"$LOG"
+    "$@" >>"$LOG" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] && break
+    [ "$try" -eq 1 ] && echo "   $label failed (exit $rc); trying once more" >&2
+  done
   if [ "$rc" -ne 0 ]; then
     printf '%-58s FAILED (exit %d); last lines of %s:\n' "$label" "$rc" "$LOG"
     tail -n 25 "$LOG"
