@@ -14,7 +14,8 @@ def test_full_demo_is_wse_yaml_plus_the_overlay_with_its_own_warehouse(tmp_path)
     base = write_config(tmp_path)
     quick = load_settings(base)
     full = load_settings(demo.full_demo_config(base))
-    assert (quick.ncp.t_max, quick.endings.k, quick.endings.max_positions_per_story) == (2, 2, 2)
+    assert (quick.ncp.t_max, quick.endings.k, quick.endings.max_positions_per_story) == (1, 2, 2)
+    assert quick.ncp.architectures == ["baseline+adversarial"] and len(full.ncp.architectures) == 3
     assert (full.ncp.t_max, full.endings.k, full.endings.max_positions_per_story) == (3, 3, 3)
     assert full.endings.story_sampling.max_tokens == 600 and quick.endings.story_sampling.max_tokens == 300
     assert [a.count for a in full.ncp.reaudit_auditors] == [3]
