@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,22 @@ def _report_json(report: ConflictReport, reviews: list[Any] | None, kept: list[C
     })
 
 
+def _ask(client: Any, items: list, make_request: Callable[[Any], Any],
+         pending_of: Callable[[Any], PendingTurn] = lambda x: x) -> list[tuple[Any, Any]]:
+    """One role's requests for `items` in one batch: every result's calls go on its turn row, a failed
+    request ends its episode; returns (item, result) for the requests that succeeded."""
+    results = client.complete_many([make_request(x) for x in items]) if items else []
+    answered = []
+    for x, r in zip(items, results):
+        p = pending_of(x)
+        add_calls(p.row, r)
+        if r.ok:
+            answered.append((x, r))
+        else:
+            p.run.fail(r, p.turn, p.row)
+    return answered
+
+
 def audit_turns(client: Any, prompter: Prompter, pending: list[PendingTurn]) -> None:
     """Steps 1–7 for a batch of turns (one per episode), mutating each run and its row."""
     for p in pending:
@@ -107,40 +124,26 @@ def audit_turns(client: Any, prompter: Prompter, pending: list[PendingTurn]) -> 
             p.facts.apply(p.run.pending, 0)
 
     # 1. fact update (ΔF_t) on the pre-turn facts
-    results = client.complete_many([prompter.fact_update(p.run, p.turn, p.facts, p.narrator_text)
-                                    for p in pending]) if pending else []
     alive: list[PendingTurn] = []
-    for p, r in zip(pending, results):
-        add_calls(p.row, r)
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row)
-            continue
+    for p, r in _ask(client, pending, lambda p: prompter.fact_update(p.run, p.turn, p.facts, p.narrator_text)):
         p.diff = r.output
         p.row["fact_diff_json"] = dump({"proposed": r.output.model_dump(), "applied": None, "discarded": False})
         alive.append(p)
 
     # 2. conflict check, given ΔF_t
-    results = client.complete_many([prompter.conflict_check(p.run, p.turn, p.facts, p.player_input,
-                                                            p.narrator_text, p.diff) for p in alive]) if alive else []
     flagged: list[tuple[PendingTurn, ConflictReport]] = []
     clean: list[PendingTurn] = []
-    for p, r in zip(alive, results):
-        add_calls(p.row, r)
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row)
-            continue
+    for p, r in _ask(client, alive, lambda p: prompter.conflict_check(p.run, p.turn, p.facts, p.player_input,
+                                                                      p.narrator_text, p.diff)):
         report: ConflictReport = r.output
         p.row["conflict_report_json"] = _report_json(report, None, [])
         (flagged.append((p, report)) if report.conflicts else clean.append(p))
 
     # 3. double-check of the whole report (k reviews when count > 1)
-    results = client.complete_many([prompter.double_check(p.run, p.turn, p.facts, p.player_input, p.narrator_text,
-                                                          p.diff, rep) for p, rep in flagged]) if flagged else []
-    for (p, report), r in zip(flagged, results):
-        add_calls(p.row, r)
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row)
-            continue
+    reviews = _ask(client, flagged, lambda f: prompter.double_check(f[0].run, f[0].turn, f[0].facts, f[0].player_input,
+                                                                    f[0].narrator_text, f[0].diff, f[1]),
+                   pending_of=lambda f: f[0])
+    for (p, report), r in reviews:
         kept = _kept_conflicts(r.outputs)
         p.row["conflict_report_json"] = _report_json(report, r.outputs, kept)
         if kept:
@@ -167,12 +170,7 @@ def audit_turns(client: Any, prompter: Prompter, pending: list[PendingTurn]) -> 
 
     # 5. node update (only while a node remains)
     with_node = [p for p in clean if p.run.current_node is not None]
-    results = client.complete_many([prompter.node_update(p.run, p.turn) for p in with_node]) if with_node else []
-    for p, r in zip(with_node, results):
-        add_calls(p.row, r)
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row)
-            continue
+    for p, r in _ask(client, with_node, lambda p: prompter.node_update(p.run, p.turn)):
         a: NodeAssessment = r.output
         p.row["node_assessment_json"] = dump({"node_id": p.run.current_node.id, **a.model_dump(),
                                               "advanced": a.advances})
@@ -182,12 +180,7 @@ def audit_turns(client: Any, prompter: Prompter, pending: list[PendingTurn]) -> 
 
     # 6. commitment status: all commitments, statuses replaced
     asks = [p for p in clean if p.run.spec.commitments]
-    results = client.complete_many([prompter.commitment_status(p.run, p.turn) for p in asks]) if asks else []
-    for p, r in zip(asks, results):
-        add_calls(p.row, r)
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row)
-            continue
+    for p, r in _ask(client, asks, lambda p: prompter.commitment_status(p.run, p.turn)):
         previous = {cid: s["status"] for cid, s in p.run.statuses.items()}
         p.run.statuses = {s.commitment_id: {"status": s.status, "reason": s.reason, "turn": p.turn}
                           for s in r.output.statuses}
