@@ -17,6 +17,7 @@ cell (and the UI shows a status per cell). The checks of one partitioning form o
 materialized, in one step. Each result carries the number of offending rows and a few examples.
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
+import functools
 import json
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -465,22 +466,17 @@ def health_check_defs(settings: Settings, parts: BenchmarkPartitions, known: Map
 NOT_EMPTY_EXEMPT = {"llm_calls"}  # written by the LLM resource, not by an asset run
 
 
-def ddl_tables() -> set[str]:
+@functools.cache
+def ddl_tables() -> frozenset[str]:
     """Tables of the warehouse: created by the DDL in `sql/` or by a SQL model."""
     from assets.helpers import ddl_column_schemas
     from wse_platform.sql_models import load_models
 
-    global _DDL_TABLES
-    if _DDL_TABLES is None:
-        _DDL_TABLES = set(ddl_column_schemas()) | {m.name for m in load_models()}
-    return _DDL_TABLES
+    return frozenset(ddl_column_schemas()) | {m.name for m in load_models()}
 
 
 def _is_table(name: str) -> bool:
     return name in ddl_tables()
-
-
-_DDL_TABLES: set[str] | None = None
 
 
 # ---- Dagster wrappers --------------------------------------------------------------------

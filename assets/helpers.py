@@ -9,6 +9,7 @@ rows does not make anything downstream look changed.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -178,14 +179,20 @@ def ddl_column_schemas(sql_dir: Path | None = None) -> dict[str, TableSchema]:
     """Column name, SQL type and the DDL's trailing `-- comment` of every table created in `sql/`.
 
     Types come from DuckDB itself (the DDL runs in an in-memory database); comments from the lines.
+    Parsed once per folder and process (definitions, checks and SQL models all ask): treat as read-only.
     """
+    from wse_platform.warehouse import SQL_DIR
+
+    return _ddl_column_schemas(Path(sql_dir or SQL_DIR).resolve())
+
+
+@functools.lru_cache(maxsize=8)
+def _ddl_column_schemas(sql_dir: Path) -> dict[str, TableSchema]:
     import re
 
     import duckdb
 
-    from wse_platform.warehouse import SQL_DIR
-
-    files = sorted(Path(sql_dir or SQL_DIR).glob("*.sql"))
+    files = sorted(sql_dir.glob("*.sql"))
     comments: dict[tuple[str, str], str] = {}
     con = duckdb.connect(":memory:")
     try:
