@@ -570,11 +570,16 @@ def _group_check(name: str, defs: list[CheckDef], pdef) -> Any:
                        description=f"Data checks of the {name.removesuffix('_checks').replace('_', ' ')} tables.")
     def _checks(context, warehouse: WarehouseResource, settings: SettingsResource):
         wh, s = warehouse.get(), settings.get()
-        for key in sorted(context.selected_asset_check_keys, key=lambda k: (k.asset_key.to_user_string(), k.name)):
-            d = by_key[key]
-            where = partition_filter(d.partitioning, context.partition_key) \
-                if d.partitioning is not None and context.has_partition_key else {}
-            r = d.evaluate(wh, s, where, context) if d.needs_context else d.evaluate(wh, s, where)
+        results = []
+        with wh.held():  # many small queries: one connection (each open reads the whole catalog)
+            for key in sorted(context.selected_asset_check_keys,
+                              key=lambda k: (k.asset_key.to_user_string(), k.name)):
+                d = by_key[key]
+                where = partition_filter(d.partitioning, context.partition_key) \
+                    if d.partitioning is not None and context.has_partition_key else {}
+                results.append((key, d.evaluate(wh, s, where, context) if d.needs_context
+                                else d.evaluate(wh, s, where)))
+        for key, r in results:
             yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
                                    severity=r.severity, description=r.description, metadata=r.metadata)
     return _checks

@@ -155,8 +155,9 @@ def write_table(
 ) -> MaterializeResult:
     """Replace the table (or the partition `key` of it) and return a MaterializeResult with the
     table metadata above. `data_version` defaults to a hash of the rows written."""
-    warehouse.replace_partition(table, df, key or {})
-    metadata = table_metadata(warehouse, table, df, partitioned=bool(key))
+    with warehouse.held():  # one connection for the write and its metadata queries
+        warehouse.replace_partition(table, df, key or {})
+        metadata = table_metadata(warehouse, table, df, partitioned=bool(key))
     metadata.update(plot_metadata(plots))
     metadata.update(extra_metadata or {})
     return MaterializeResult(metadata=metadata,

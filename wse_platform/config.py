@@ -85,6 +85,8 @@ class ModelConfig(_Strict):
     # Mapped per backend (llm/reasoning.py); part of the model's identity and cache keys.
     reasoning: str | None = None
     allow_input_truncation: bool = False  # accept prompts cut to fit the context window (else a failure)
+    # attempts per request before an invalid or truncated answer is recorded as a failure (default 3)
+    max_attempts: PositiveInt | None = None
     endpoint_concurrency: int | None = Field(default=None, ge=1)  # in-flight requests per api_base
     router: dict[str, Any] = Field(default_factory=dict)  # litellm Router options (routing_strategy, cooldown_time...)
     extra: dict[str, Any] = Field(default_factory=dict)  # backend-specific (n_ctx, tensor_parallel_size...)
@@ -127,6 +129,8 @@ class ModelConfig(_Strict):
             **({"reasoning": self.reasoning} if self.reasoning is not None else {}),
             # accepting cut prompts turns failures into results; unset keys leave old identities unchanged
             **({"allow_input_truncation": True} if self.allow_input_truncation else {}),
+            # more attempts turn more failures into results
+            **({"max_attempts": self.max_attempts} if self.max_attempts is not None else {}),
         }
 
 
@@ -241,6 +245,8 @@ class WSEConfig(_Strict):
     # Counts are positive: 0 or a negative number would otherwise mean "all" or "none" through slicing.
     horizon: PositiveInt | None = None
     n_seeds: PositiveInt | None = None
+    # run exactly these episode seeds (ids such as dracor_hamlet-01) instead of the first n_seeds
+    seed_ids: list[str] | None = Field(default=None, min_length=1)
     bootstrap_draws: PositiveInt | None = None
     bootstrap_seed: int = 20_260_815
     consistency_judges: JudgePanel | None = None
@@ -308,6 +314,9 @@ class NCPConfig(_Strict):
     t_max: PositiveInt | None = None
     n_specs: PositiveInt | None = None
     n_extraction_specs: PositiveInt | None = None
+    # run exactly these specs (ids such as movie26, evaluation order kept) for episodes, ablation and
+    # extraction, instead of the first n_specs / n_extraction_specs
+    spec_ids: list[str] | None = Field(default=None, min_length=1)
     # spec ids left out on purpose (e.g. a file that fails validation); any other bad spec fails `ncp_specs`
     exclude_specs: list[str] = Field(default_factory=list)
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.6, top_p=0.95, max_tokens=8092))

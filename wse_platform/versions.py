@@ -71,7 +71,11 @@ def _scale(settings: Settings, section: str) -> dict[str, Any]:
             "endings": ["k", "position_stride", "max_positions_per_story", "ablate", "max_human_stories", "n_ideas", "story_sampling",
                         "forecast_sampling", "forecaster", "min_words", "max_words", "ideas_file",
                         "repeats", "reference_pool", "reference_seed", "plan_beats"]}[section]
-    return {k: sec.get(k) for k in keys} | {"profile": settings.profile}
+    out = {k: sec.get(k) for k in keys} | {"profile": settings.profile}
+    for key in ("spec_ids", "seed_ids"):  # only when set: older configs keep their versions
+        if sec.get(key):
+            out[key] = sec[key]
+    return out
 
 
 def wse_cell_version(settings: Settings, model: str, arch: str) -> str:

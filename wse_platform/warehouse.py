@@ -21,6 +21,7 @@ import os
 import random
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -78,6 +79,7 @@ class Warehouse:
         self.lock_timeout = lock_timeout
         self._schema_ready = False
         self._schema_file: tuple[int, int] | None = None  # (device, inode) the DDL last ran on
+        self._held = threading.local()  # the connection `held()` keeps open, per thread
 
     # ---- connections ---------------------------------------------------------------
     @property
@@ -87,7 +89,14 @@ class Warehouse:
     @contextlib.contextmanager
     def connect(self, read_only: bool = False,
                 config: dict[str, Any] | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection held under the inter-process lock; closed on exit (`config`: DuckDB settings)."""
+        """A connection held under the inter-process lock; closed on exit (`config`: DuckDB settings).
+        Inside `held()` (same thread) it is the held connection, left open."""
+        kept = getattr(self._held, "con", None)
+        if kept is not None:
+            if config:  # a second lock from this thread would wait for the first one forever
+                raise WarehouseError("a connection with its own DuckDB settings cannot be opened inside held()")
+            yield kept
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.path) + ".lock")
         self._acquire(lock)
@@ -102,6 +111,24 @@ class Warehouse:
             with contextlib.suppress(OSError):
                 self.owner_file.unlink()
             lock.release()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """One connection (and the inter-process lock) for a burst of short operations of this thread.
+
+        Every DuckDB open costs ~50 ms (it reads the whole catalog), so a table write with its
+        metadata queries, or a check op running many queries, holds one connection instead of
+        opening one per query (measured with bench/demo_time.py --warm). Not for long work such as LLM calls:
+        other processes wait for the lock meanwhile."""
+        if getattr(self._held, "con", None) is not None:
+            yield
+            return
+        with self.connect() as con:
+            self._held.con = con
+            try:
+                yield
+            finally:
+                self._held.con = None
 
     def _note_owner(self) -> None:
         """Who holds the lock, for processes that have to wait (best effort)."""

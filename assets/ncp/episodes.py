@@ -7,6 +7,7 @@ import polars as pl
 from dagster import AssetSpec, MaterializeResult, MetadataValue, multi_asset
 
 from assets.helpers import markdown_preview
+from assets.ncp.specs import run_specs, specs_from_table
 from assets.partitions import BenchmarkPartitions, cell_of
 from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
@@ -15,7 +16,6 @@ from wse_platform.config import Settings
 from wse_platform.ncp.ablation import ablation_auditors, run_auditor_ablation
 from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame, run_episodes, turn_frame)
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
-from wse_platform.ncp.spec import NarrativeSpec
 
 GROUP = "ncp_bench"
 PROMPTS = [f"wse_platform/prompts/ncp/{n}.v1.md" for n in (
@@ -25,16 +25,6 @@ EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/audit.py", "wse
                 "wse_platform/ncp/render.py", "wse_platform/ncp/ledger.py", "wse_platform/ncp/memory.py",
                 "wse_platform/ncp/schemas.py", *PROMPTS)
 REAUDIT_CODE = (*EPISODE_CODE, "wse_platform/ncp/reaudit.py")
-
-
-def specs_from_table(wh, limit=None) -> list[NarrativeSpec]:
-    """The validated specs stored in `ncp_specs`, in evaluation order (first `limit`)."""
-    df = wh.query("SELECT spec_id, eval_order, spec_json, source_file FROM ncp_specs ORDER BY eval_order")
-    if df.is_empty():
-        raise ValueError("ncp_specs is empty: materialize ncp_specs before NCP episodes")
-    rows = list(df.iter_rows(named=True))[: limit if limit is not None else None]
-    return [NarrativeSpec.model_validate_json(r["spec_json"]).with_origin(r["source_file"], r["eval_order"])
-            for r in rows]
 
 
 def reaudit_auditors(settings: Settings) -> list[AuditorSetup]:
@@ -61,7 +51,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             AssetSpec("ncp_episodes", deps=["ncp_specs", "ncp_cell_config"], group_name=GROUP,
                       kinds={"duckdb", "llm"},
                       description="One row per NCP-Bench episode of a cell (narrator model × architecture, the "
-                                  "partition) on the first `ncp.n_specs` specs: turns survived, termination "
+                                  "partition) on `ncp.spec_ids` or the first `ncp.n_specs` specs: turns survived, termination "
                                   "(CONFLICT / SUCCESS / SURVIVAL / INVALID), confirmed conflict kinds, "
                                   "trajectory progress, satisfied-commitment share, the role of an invalid output."),
             AssetSpec("ncp_turns", deps=["ncp_specs", "ncp_cell_config"], group_name=GROUP, kinds={"duckdb", "llm"},
@@ -76,7 +66,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         s = settings.get()
         model, arch = cell_of(context.partition_key)
         wh = warehouse.get()
-        specs = specs_from_table(wh, s.ncp.n_specs)
+        specs = run_specs(wh, s.ncp, s.ncp.n_specs)
         setup = EpisodeSetup.from_settings(s, model, arch,
                                            generation_version=versions.ncp_cell_version(s, model, arch))
         with llm.session(context) as client:
@@ -158,7 +148,7 @@ def _ablation_asset():
         s = settings.get()
         ab = s.ncp.ablation
         wh = warehouse.get()
-        specs = specs_from_table(wh, ab.n_specs if ab.n_specs is not None else s.ncp.n_specs)
+        specs = run_specs(wh, s.ncp, ab.n_specs if ab.n_specs is not None else s.ncp.n_specs)
         auditors = ablation_auditors(s)
         setup = EpisodeSetup.from_settings(s, ab.narrator, ab.arch, auditor=ab.auditors[0],
                                            generation_version=versions.ncp_cell_version(s, ab.narrator, ab.arch))

@@ -27,16 +27,28 @@ EXTRACTION_CODE = (*SPEC_CODE, "wse_platform/ncp/extraction.py",
                    *(f"wse_platform/prompts/ncp/{role.split('.', 1)[1]}.v1.md" for role in ROLES.values()))
 
 
-def _specs_from_table(wh, spec_ids=None) -> list[NarrativeSpec]:
-    """The specs stored in `ncp_specs`, in evaluation order."""
+def specs_from_table(wh, limit: int | None = None, spec_ids=None) -> list[NarrativeSpec]:
+    """The validated specs stored in `ncp_specs`, in evaluation order: those in `spec_ids` (e.g.
+    `ncp.spec_ids`, each must exist), else the first `limit` (all when None)."""
     df = wh.query("SELECT spec_id, eval_order, spec_json, source_file FROM ncp_specs ORDER BY eval_order")
-    out = []
-    for row in df.iter_rows(named=True):
-        if spec_ids is not None and row["spec_id"] not in spec_ids:
-            continue
-        out.append(NarrativeSpec.model_validate_json(row["spec_json"]).with_origin(row["source_file"],
-                                                                                   row["eval_order"]))
-    return out
+    if df.is_empty():
+        raise ValueError("ncp_specs is empty: materialize ncp_specs before NCP episodes or extraction")
+    rows = list(df.iter_rows(named=True))
+    if spec_ids is not None:
+        missing = sorted(set(spec_ids) - {r["spec_id"] for r in rows})
+        if missing:
+            raise ValueError(f"spec id(s) {missing} (ncp.spec_ids) are not in ncp_specs; "
+                             f"known ids look like {[r['spec_id'] for r in rows[:3]]}")
+        rows = [r for r in rows if r["spec_id"] in set(spec_ids)]
+    elif limit is not None:
+        rows = rows[:limit]
+    return [NarrativeSpec.model_validate_json(r["spec_json"]).with_origin(r["source_file"], r["eval_order"])
+            for r in rows]
+
+
+def run_specs(wh, ncp, limit: int | None) -> list[NarrativeSpec]:
+    """The specs a run uses: `ncp.spec_ids` when set, else the first `limit` in evaluation order."""
+    return specs_from_table(wh, limit, ncp.spec_ids)
 
 
 def _keyed(key: str, result: MaterializeResult) -> MaterializeResult:
@@ -131,7 +143,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     )
     def ncp_spec_stats(warehouse: WarehouseResource, settings: SettingsResource):
         wh = warehouse.get()
-        specs = _specs_from_table(wh)
+        specs = specs_from_table(wh)
         stats = spec_stats(specs)
         figs = settings.get().artifacts / "ncp"
         fig6 = plot_count_histograms({q: [len(getattr(s, attr)) for s in specs] for q, attr in QUANTITIES.items()},
@@ -156,7 +168,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             code_version=code_version(*EXTRACTION_CODE),
             description="Specs extracted from the released synopses by one extraction model (the partition), "
                         "in three stages: reference trajectory, commitments, initial facts. One row per movie "
-                        "(the first `ncp.n_extraction_specs` in evaluation order): the extracted spec as JSON, or the stage "
+                        "(`ncp.spec_ids`, else the first `ncp.n_extraction_specs` in evaluation order): the extracted spec as JSON, or the stage "
                         "that stayed invalid after the client's retries.",
         )
         def ncp_spec_extraction(context, warehouse: WarehouseResource, llm: LLMResource,
@@ -164,7 +176,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             model = context.partition_key
             wh = warehouse.get()
             cfg = settings.get().ncp
-            specs = _specs_from_table(wh)[:cfg.n_extraction_specs]
+            specs = run_specs(wh, cfg, cfg.n_extraction_specs)
             with llm.session(context) as client:
                 results = extract_specs(client, model, specs, sampling=cfg.extraction_sampling)
             rows = extraction_rows(results)
@@ -194,7 +206,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             items = [(model, r["spec_id"],
                       NarrativeSpec.model_validate_json(r["spec_json"]) if r["spec_json"] is not None else None)
                      for r in ext.iter_rows(named=True)]
-            released = _specs_from_table(wh, {i[1] for i in items})
+            released = specs_from_table(wh, spec_ids={i[1] for i in items})
             df = compare_extracted(items, released)
             return write_table(wh, "ncp_extraction_comparison", df, key={"extraction_model": model})
 

@@ -26,8 +26,16 @@ DEPS = ["wse_episode_seeds", "wse_cell_config"]
 
 
 def cell_seeds(wh, settings: Settings):
-    """The family-balanced first `wse.n_seeds` stored seeds (all 42 at paper scale)."""
+    """`wse.seed_ids` (stored order kept), else the family-balanced first `wse.n_seeds` stored seeds
+    (all 42 at paper scale)."""
     seeds = stored_seeds(wh)
+    wanted = settings.wse.seed_ids
+    if wanted:
+        missing = sorted(set(wanted) - {s.seed_id for s in seeds})
+        if missing:
+            raise ValueError(f"wse.seed_ids: {missing} not in wse_episode_seeds (ids look like "
+                             f"{[s.seed_id for s in seeds[:3]]})")
+        return [s for s in seeds if s.seed_id in set(wanted)]
     n = settings.wse.n_seeds or len(seeds)
     return demo_subset(seeds, n)
 

@@ -67,6 +67,28 @@ def test_always_invalid_is_a_recorded_failure_not_an_exception(settings):
         _ = result.output
 
 
+def test_max_attempts_per_model_and_client_override(tmp_path):
+    """`models.<name>.max_attempts` sets how often an invalid answer is retried, per model, within
+    one batch; it is part of the model's identity (more attempts turn failures into results)."""
+    from tests.llm.conftest import make_settings
+
+    one = make_settings(tmp_path, once={"backend": "embedded", "model_id": "x.gguf", "max_attempts": 1},
+                        five={"backend": "embedded", "model_id": "y.gguf", "max_attempts": 5})
+    script = {"test.note": ["not json"] * 10}
+    client = LLMClient(one, backends={"once": ScriptedBackend(script), "five": ScriptedBackend(script),
+                                      "smollm2": ScriptedBackend(script)}, use_cache=False)
+    once, five, default = client.complete_many([req(model="once", output_model=Note),
+                                                req(model="five", output_model=Note),
+                                                req(model="smollm2", output_model=Note)])
+    assert [r.failure.attempts for r in (once, five, default)] == [1, 5, 3]
+    assert one.model("once").identity()["max_attempts"] == 1
+    assert "max_attempts" not in one.model("smollm2").identity()
+    forced = LLMClient(one, backends={"five": ScriptedBackend(script)}, use_cache=False, max_attempts=2)
+    assert forced.complete(req(model="five", output_model=Note)).failure.attempts == 2
+    with pytest.raises(Exception, match="max_attempts"):
+        make_settings(tmp_path, zero={"backend": "embedded", "model_id": "z.gguf", "max_attempts": 0})
+
+
 def test_backend_error_fails_the_request_without_killing_the_batch(settings):
     def script(call):
         if "boom" in call.messages[0]["content"]:

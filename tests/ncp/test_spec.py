@@ -221,3 +221,23 @@ def test_validate_directory_with_index(tmp_path):
     (tmp_path / "index.yaml").write_text("specs: [movie01, movie01, movie05]\n", encoding="utf-8")
     problems = validate_paths([tmp_path])
     assert {(p.record_id, p.field) for p in problems} == {("movie01", "specs[1]"), ("movie05", "specs")}
+
+
+def test_spec_ids_select_the_run_specs_and_unknown_ids_are_named(tmp_path):
+    """`ncp.spec_ids` picks exactly those specs (evaluation order kept) for episodes and extraction;
+    without it a run takes the first n in evaluation order; an unknown id fails naming it."""
+    from assets.ncp.specs import run_specs
+    from wse_platform.config import NCPConfig
+    from wse_platform.ncp.spec import NCP_DATASET_DIR, load_specs
+    from wse_platform.ncp.stats import spec_rows
+    from wse_platform.warehouse import Warehouse
+
+    specs, _ = load_specs(NCP_DATASET_DIR)
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    wh.replace_table("ncp_specs", spec_rows(specs[:4]))
+    first, third = specs[0].spec_id, specs[2].spec_id
+    assert [s.spec_id for s in run_specs(wh, NCPConfig(), 2)] == [first, specs[1].spec_id]
+    picked = run_specs(wh, NCPConfig(spec_ids=[third, first]), 1)
+    assert [s.spec_id for s in picked] == [first, third]      # evaluation order, not list order
+    with pytest.raises(ValueError, match="movie_nope"):
+        run_specs(wh, NCPConfig(spec_ids=["movie_nope"]), 1)

@@ -14,9 +14,18 @@ def test_full_demo_is_wse_yaml_plus_the_overlay_with_its_own_warehouse(tmp_path)
     base = write_config(tmp_path)
     quick = load_settings(base)
     full = load_settings(demo.full_demo_config(base))
-    assert (quick.ncp.t_max, quick.endings.k, quick.endings.max_positions_per_story) == (1, 2, 2)
+    assert (quick.ncp.t_max, quick.endings.k, quick.endings.max_positions_per_story) == (1, 2, 1)
     assert quick.ncp.architectures == ["baseline+adversarial"] and len(full.ncp.architectures) == 3
     assert (full.ncp.t_max, full.endings.k, full.endings.max_positions_per_story) == (3, 3, 3)
+    assert quick.wse.architectures == ["B1"] and full.wse.architectures == ["B1", "B2+WMEM", "B3+WMOD"]
+    assert quick.endings.pipelines == ["vanilla", "beats"] and len(full.endings.pipelines) == 3
+    # the full demo retries like a real configuration; the quick one makes one attempt per request
+    assert (quick.models["smollm2"].max_attempts, full.models["smollm2"].max_attempts) == (1, 3)
+    same_model = lambda m: m.model_dump(exclude={"max_attempts"})  # noqa: E731
+    assert same_model(quick.models["smollm2"]) == same_model(full.models["smollm2"])
+    # the quick demo's inputs with the shortest prompts, in both scales
+    assert quick.wse.seed_ids == full.wse.seed_ids == ["dracor_hamlet-01"]
+    assert quick.ncp.spec_ids == full.ncp.spec_ids == ["movie26"]
     assert full.endings.story_sampling.max_tokens == 600 and quick.endings.story_sampling.max_tokens == 300
     assert [a.count for a in full.ncp.reaudit_auditors] == [3]
     assert full.warehouse.parent.name == "demo-full" and full.warehouse != quick.warehouse
@@ -24,8 +33,7 @@ def test_full_demo_is_wse_yaml_plus_the_overlay_with_its_own_warehouse(tmp_path)
     # nothing else differs
     overlay = yaml.safe_load(demo.FULL_OVERLAY.read_text())
     q, f = quick.model_dump(), full.model_dump()
-    for section in ("wse", "models", "concurrency"):
-        assert q[section] == f[section]
+    assert q["concurrency"] == f["concurrency"]
     for section, keys in overlay.items():
         rest = lambda d: {k: v for k, v in d[section].items() if k not in keys}  # noqa: E731
         assert rest(q) == rest(f)

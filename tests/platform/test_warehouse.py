@@ -74,3 +74,36 @@ def test_four_processes_write_partitions_concurrently(wh):
     assert all(r[0] == "ok" for r in results), results
     counts = dict(wh.query("SELECT arch, count(*) n FROM cells GROUP BY arch").iter_rows())
     assert counts == {f"B{i}": 54 for i in range(4)}  # last write of each: 50 + 4 rows, no duplicates
+
+
+def test_held_reuses_one_connection_and_other_threads_wait(wh, monkeypatch):
+    """`held()` keeps one DuckDB connection (each open reads the whole catalog) for a burst of
+    writes and queries of this thread; another thread waits for the lock until it ends; a
+    connection with its own settings inside it is refused rather than deadlocking."""
+    import threading
+
+    import duckdb
+
+    import wse_platform.warehouse as mod
+
+    wh.ensure_schema()
+    opened = []
+    real = duckdb.connect
+    monkeypatch.setattr(mod.duckdb, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    df = rows("m", "B1", 1)
+    order = []
+    with wh.held():
+        other = threading.Thread(target=lambda: (wh.query("SELECT 1"), order.append("other")))
+        other.start()
+        for _ in range(5):
+            wh.replace_partition("cells", df, {"model": "m"})
+            assert wh.query("SELECT count(*) AS n FROM cells")["n"][0] == 1
+        other.join(timeout=0.5)
+        assert other.is_alive()          # blocked on the inter-process lock meanwhile
+        order.append("held")
+        with pytest.raises(WarehouseError, match="held"):
+            with wh.connect(config={"access_mode": "READ_ONLY"}):
+                pass
+    other.join(timeout=30)
+    assert order == ["held", "other"]
+    assert len(opened) == 2              # one for the held burst, one for the other thread

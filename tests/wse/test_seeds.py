@@ -186,3 +186,28 @@ def test_too_few_candidates_is_an_error():
     from wse_platform.wse.seeds import SeedSelectionError
     with pytest.raises(SeedSelectionError, match="world toy: only 10"):
         build_episode_seeds([w], n=11)
+
+
+def test_seed_ids_pick_the_cell_seeds_and_enter_the_cell_version(tmp_path, seeds):
+    """`wse.seed_ids` runs exactly those stored seeds (stored order kept) instead of the first
+    n_seeds; it changes the cells' generation version only when set; an unknown id is named."""
+    from assets.wse.generation import cell_seeds
+    from assets.wse.sources import episode_seed_rows
+    from wse_platform import versions
+    from wse_platform.config import settings_from_dict
+    from wse_platform.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    wh.replace_table("wse_episode_seeds", episode_seed_rows(seeds[:6]))
+
+    def settings(**wse):
+        return settings_from_dict({"models": {"m": {"backend": "embedded", "model_id": "x.gguf"}},
+                                   "wse": {"models": ["m"], "n_seeds": 1, **wse}})
+
+    plain, picked = settings(), settings(seed_ids=[seeds[4].seed_id, seeds[1].seed_id])
+    assert [s.seed_id for s in cell_seeds(wh, plain)] == [seeds[0].seed_id]
+    assert [s.seed_id for s in cell_seeds(wh, picked)] == [seeds[1].seed_id, seeds[4].seed_id]
+    assert versions.wse_cell_version(plain, "m", "B1") != versions.wse_cell_version(picked, "m", "B1")
+    assert versions.wse_cell_version(plain, "m", "B1") == versions.wse_cell_version(settings(seed_ids=None), "m", "B1")
+    with pytest.raises(ValueError, match="nope-01"):
+        cell_seeds(wh, settings(seed_ids=["nope-01"]))

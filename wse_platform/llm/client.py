@@ -57,6 +57,7 @@ class ResolvedModel:
     price_in: float | None = None
     price_out: float | None = None
     allow_input_truncation: bool = False
+    max_attempts: int | None = None   # models.<name>.max_attempts (None: the client's)
 
     @property
     def backend_model(self) -> str:
@@ -93,7 +94,7 @@ class _State:
 class LLMClient:
     def __init__(self, settings: "Settings", run_id: str | None = None, partition_key: str | None = None,
                  use_cache: bool | None = None, backends: dict[str, Backend] | None = None,
-                 progress: ProgressFn | bool | None = None, max_attempts: int = MAX_ATTEMPTS,
+                 progress: ProgressFn | bool | None = None, max_attempts: int | None = None,
                  record_sink: Callable[[list[dict[str, Any]]], Any] | None = None, flush_every: int = 25,
                  flush_interval_s: float = 2.0, scope: str | None = None):
         self.settings = settings
@@ -103,6 +104,7 @@ class LLMClient:
         self.scope = scope
         self.use_cache = settings.use_cache if use_cache is None else use_cache
         self.progress = progress
+        # given here, it holds for every model; else each model's `max_attempts` (default MAX_ATTEMPTS)
         self.max_attempts = max_attempts
         self._backends: dict[str, Backend] = dict(backends or {})
         self._models: dict[str, ResolvedModel] = {}
@@ -132,7 +134,7 @@ class LLMClient:
                                  enabled=self.progress is not False)
         try:
             pending = states
-            for attempt in range(1, self.max_attempts + 1):
+            for attempt in range(1, max(self._attempts(s.model) for s in states) + 1):
                 if not pending:
                     break
                 self._run_attempt(pending, attempt, progress)
@@ -224,11 +226,17 @@ class LLMClient:
         else:
             model = ResolvedModel(name, cfg.backend, cfg.model_id, cfg.revision, cfg.quantization, cfg.sampling,
                                   cfg.price_in_per_token, cfg.price_out_per_token,
-                                  bool(getattr(cfg, "allow_input_truncation", False)))
+                                  bool(getattr(cfg, "allow_input_truncation", False)), cfg.max_attempts)
             if name not in self._backends:
                 self._backends[name] = make_backend(name, cfg, self.settings)
         self._models[name] = model
         return model
+
+    def _attempts(self, model: ResolvedModel) -> int:
+        """How many attempts a request to `model` gets before its failure is recorded."""
+        if self.max_attempts is not None:
+            return self.max_attempts
+        return model.max_attempts or MAX_ATTEMPTS
 
     def _prepare(self, req: LLMRequest) -> _State:
         if req.n < 1:
@@ -385,7 +393,7 @@ class LLMClient:
                 s.outputs, s.done = outputs, True
             elif error_kind == "infrastructure":
                 s.infra_error, s.done = message, True
-            elif error_kind in ("transport", "input_truncated") or s.attempt >= self.max_attempts:
+            elif error_kind in ("transport", "input_truncated") or s.attempt >= self._attempts(s.model):
                 s.failure = LLMFailure(role=req.role, model=req.model, error_kind=error_kind, message=message,
                                        raw_text=raw, attempts=s.attempt)
                 s.done = True
