@@ -85,7 +85,8 @@ def _judge_models(s: Settings) -> dict[str, str | None]:
     wj = s.wse.consistency_judge or s.wse.richness_judge
     ra = s.ncp.reaudit_auditors[0].model if s.ncp.reaudit_auditors else None
     return {"wse_judge_config": wj.model if wj else None, "ncp_reaudit_config": ra,
-            "endings_judge_config": s.endings.judge}
+            "endings_judge_config": s.endings.judge,
+            "endings_rubric_config": s.endings.rubric.model if s.endings.rubric else None}
 
 
 class _LazyGraph:

@@ -160,3 +160,19 @@ def test_config_assets_show_as_materialized_with_their_version(tiny):
         if node.partitions_def is not None:
             assert set(instance.get_materialized_partitions(node.key)) == set(node.partitions_def.get_partition_keys())
         assert _version(instance, node.key, CELL if node.partitions_def else None) is not None
+
+
+def test_every_judge_config_asset_names_its_judge_for_the_nightly_rejudge():
+    """The nightly re-judge schedule visits every judge configuration asset, the 100-Endings rubric
+    judge's included (its backend tag comes from the configured rubric model)."""
+    from assets.automation import _judge_models
+    from assets.versioning import CONFIG_SOURCES
+    from wse_platform.config import settings_from_dict
+
+    models = {"m": {"backend": "embedded", "model_id": "x.gguf"}, "r": {"backend": "litellm", "model_id": "openai/x"}}
+    s = settings_from_dict({"models": models, "endings": {"forecaster": "m", "judge": "m", "allow_same_model": True,
+                                                          "generators": ["m"], "rubric": {"model": "r"}}})
+    judges = _judge_models(s)
+    assert judges["endings_rubric_config"] == "r" and judges["endings_judge_config"] == "m"
+    judge_sources = {k for k in CONFIG_SOURCES if "judge" in k or "rubric" in k or "reaudit" in k}
+    assert judge_sources <= set(judges)

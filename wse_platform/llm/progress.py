@@ -14,6 +14,7 @@ log = logging.getLogger("wse_platform.llm")
 
 ProgressFn = Callable[[int, int], None]
 LOG_EVERY_N = 10  # a log line at least every N finished requests (and every 10 %, every 30 s)
+SLOW_REQUEST_S = 10.0  # a smaller batch logs each request that finishes this long after the last line
 
 
 class BatchProgress:
@@ -21,13 +22,16 @@ class BatchProgress:
 
     def __init__(self, total: int, desc: str, callback: ProgressFn | None = None,
                  every_fraction: float = 0.1, every_s: float = 30.0, min_total_to_log: int = 10,
-                 enabled: bool = True):
+                 enabled: bool = True, slow_s: float = SLOW_REQUEST_S):
         self.total, self.desc, self.callback = total, desc, callback
         self.done = 0
         self.failed = 0  # requests that ended without a valid answer
         self.t0 = time.monotonic()
         self._every_fraction, self._every_s = every_fraction, every_s
         self._min_total = min_total_to_log if enabled else 2**62
+        # small batches of slow calls (a CPU model: one call per agent and step) log too, so a
+        # two-minute cell made of 1-request batches is not one silent line
+        self._slow_s = slow_s if enabled else float("inf")
         self._last_log_t = self.t0
         self._last_log_done = 0
         self._bar = None
@@ -47,6 +51,9 @@ class BatchProgress:
             self._bar.update(k)
         elif self.total >= self._min_total:
             self._maybe_log()
+        elif time.monotonic() - self._last_log_t >= self._slow_s:
+            log.info(self.line())
+            self._last_log_t, self._last_log_done = time.monotonic(), self.done
 
     def line(self) -> str:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
