@@ -18,7 +18,7 @@ GROUP = "endings"
 _CODE = code_version("wse_platform/endings/reports.py", "wse_platform/endings/tables.py")
 _CRITERIA_CODE = code_version("wse_platform/endings/reports.py", "wse_platform/endings/tables.py",
                               "wse_platform/endings/rubric.py", "wse_platform/endings/rubric_plots.py",
-                              "wse_platform/endings/plots.py")
+                              "wse_platform/endings/plots.py", "wse_platform/plotting.py")
 
 
 def build(settings: Settings, parts: BenchmarkPartitions) -> list:

@@ -20,7 +20,7 @@ from wse_platform.endings.plots import plot_corpus_bars, plot_curve_grid, plot_s
 GROUP = "endings"
 _CODE = code_version("wse_platform/endings/tables.py", "wse_platform/metrics/endings.py")
 _PLOT_CODE = code_version("wse_platform/endings/tables.py", "wse_platform/metrics/endings.py",
-                          "wse_platform/endings/plots.py")
+                          "wse_platform/endings/plots.py", "wse_platform/plotting.py")
 
 _VERDICT_COLS = 'story_id, set_key, position, sample_index, "repeat", judge_config_id, verdict, failure_json'
 _POSITION_COLS = "story_id, set_key, position, sentence_index, revealed_share"

@@ -22,7 +22,8 @@ from wse_platform.ncp.stats import QUANTITIES, spec_breakdown, spec_rows, spec_s
 
 GROUP = "ncp_bench"
 SPEC_CODE = ("wse_platform/ncp/spec.py",)
-STATS_CODE = (*SPEC_CODE, "wse_platform/ncp/stats.py", "wse_platform/ncp/plots.py")
+STATS_CODE = (*SPEC_CODE, "wse_platform/ncp/stats.py", "wse_platform/ncp/plots.py",
+              "wse_platform/plotting.py")
 EXTRACTION_CODE = (*SPEC_CODE, "wse_platform/ncp/extraction.py",
                    *(f"wse_platform/prompts/ncp/{role.split('.', 1)[1]}.v1.md" for role in ROLES.values()))
 

@@ -35,7 +35,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "ncp_summary", summary_table(_episodes(wh)))
 
     @asset(name="ncp_survival", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
-           code_version=code_version(*METRICS_CODE, "wse_platform/ncp/plots.py"),
+           code_version=code_version(*METRICS_CODE, "wse_platform/ncp/plots.py", "wse_platform/plotting.py"),
            description="Paper Figure 4: one row per cell × auditor × turn 0..T_max — Kaplan–Meier survival "
                        "(lifelines; CONFLICT is the event, SUCCESS / SURVIVAL / INVALID censored at their last "
                        "turn) with 95% CI and at-risk count, next to the raw count and share of environments "

@@ -65,7 +65,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         "(Kaplan–Meier consistency over the horizon, with/without credit for unsupported steps), R (mean "
         "richness over trajectories with a narrative), failures by component and story endings. Plots: "
         "heatmaps of G, C_obs, R and Kaplan–Meier curves per model.", FRAME_DEPS, (*METRIC_CODE,
-                                                                                     "wse_platform/wse/plots.py")))
+                                                                                     "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_cell_metrics(context: AssetExecutionContext, warehouse: WarehouseResource,
                          settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()
@@ -98,7 +98,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         "(on the upper concave envelope, i.e. best for some positive weighting) and, for unsupported "
         "non-dominated cells, the R gap below the chord of the neighbouring supported cells. Plots: "
         "Pareto scatter with the envelope.", [AssetKey("wse_cell_metrics")],
-        (*METRIC_CODE, "wse_platform/wse/plots.py")))
+        (*METRIC_CODE, "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_pareto(context: AssetExecutionContext, warehouse: WarehouseResource,
                    settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()
@@ -131,7 +131,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         "Table 7 / Fig. 5: row_kind=model_family (one Kaplan–Meier per model pooled over its architectures, "
         "with CIs) and family_pooled (their equal-model mean), with the mean first-contradiction step and the "
         "relative day at the contradiction. Plot: per-model C_obs by family with intervals (Fig. 5).",
-        [*FRAME_DEPS, AssetKey("wse_trajectory_steps")], (*BOOTSTRAP_CODE, "wse_platform/wse/plots.py")))
+        [*FRAME_DEPS, AssetKey("wse_trajectory_steps")], (*BOOTSTRAP_CODE, "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_source_family(context: AssetExecutionContext, warehouse: WarehouseResource,
                           settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
@@ -251,7 +251,7 @@ def build_more() -> list:
         "memory views of that step and earlier; row_kind=trajectory (origin, first step, persisted) and "
         "summary (origin shares; overall, per model group, per model). Possible precursors, not causes. "
         "Plot: origin shares.", [*FRAME_DEPS, *VOTE_DEPS, AssetKey("wse_trajectory_steps")],
-        (*METRIC_CODE, "wse_platform/wse/plots.py")))
+        (*METRIC_CODE, "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_precursor_audit(context: AssetExecutionContext, warehouse: WarehouseResource,
                             settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()
@@ -268,7 +268,7 @@ def build_more() -> list:
         "Appendix C.3 / Fig. 10: architecture contrasts over seed-paired trajectories that both reach the "
         "horizon with valid scores (ΔC = difference of the % of steps before the first contradiction, ΔR); "
         "averaged within each model, then over the models of each group. Plot: Fig. 10 bars.", FRAME_DEPS,
-        (*METRIC_CODE, "wse_platform/wse/plots.py")))
+        (*METRIC_CODE, "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_full_horizon_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
                                    settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
@@ -283,7 +283,7 @@ def build_more() -> list:
         "Fig. 11: generation cost next to coverage from llm_calls (judge calls excluded): row_kind=cell "
         "(tokens and cost per trajectory and per observed step, G) and row_kind=contrast (the architecture "
         "contrasts of tokens, cost and G; per model and per model group). Plot: tokens against G.",
-        [AssetKey("wse_cell_metrics")], (*METRIC_CODE, "wse_platform/wse/plots.py")))
+        [AssetKey("wse_cell_metrics")], (*METRIC_CODE, "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_cost_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
                            settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()

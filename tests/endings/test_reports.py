@@ -271,7 +271,8 @@ def test_rubric_criteria_fig7_means_ci_and_contrast(tmp_path):
     from wse_platform.endings.rubric_plots import plot_rubric_criteria
     png = plot_rubric_criteria(out, tmp_path / "bars" / "rubric_criteria.png")
     assert png is not None and png.read_bytes()[:4] == b"\x89PNG"
-    assert plot_rubric_criteria(out.clear(), tmp_path / "none.png") is None
+    none = plot_rubric_criteria(out.clear(), tmp_path / "none.png")   # a "no data" figure (issue 13)
+    assert none == tmp_path / "none.png" and none.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_rubric_changes_have_their_own_staleness(tmp_path):

@@ -243,7 +243,8 @@ def test_plots_write_pngs(built, tmp_path):
     assert (tmp_path / "curves" / "human_pd" / f"s1__{JUDGE.replace(':', '_')}.png").exists()
     grid = plot_curve_grid(built["no_rate"], tmp_path / "grid.png", max_stories=4)
     assert grid is not None and grid.read_bytes()[:4] == b"\x89PNG"
-    assert plot_curve_grid(built["no_rate"].clear(), tmp_path / "none.png") is None
+    none = plot_curve_grid(built["no_rate"].clear(), tmp_path / "none.png")   # a "no data" figure (issue 13)
+    assert none == tmp_path / "none.png" and none.read_bytes()[:4] == b"\x89PNG"
 
 
 def test_assets_build_the_tables_from_the_warehouse(tmp_path):

@@ -8,6 +8,7 @@ whose vertex angle is at most 60°, labelled with the angle.
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from wse_platform.metrics.endings import StoryTension, story_tension
+from wse_platform.plotting import no_data_note, whole_number_ticks
 
 MARK_MAX_ANGLE = 60.0
+NO_CURVE = "no forecasting positions with verdicts (no no-rate curve)"
+GRID_TITLE_WIDTH = 40   # characters per line of a grid panel title: wrapped so neighbours never overlap
 
 
 def _safe(name: str) -> str:
@@ -27,8 +31,13 @@ def _safe(name: str) -> str:
 
 def draw_no_rate_curve(ax: Axes, pcts: Sequence[float], no_rates: Sequence[float],
                        tension: StoryTension | None = None, title: str = "",
-                       max_angle: float = MARK_MAX_ANGLE) -> StoryTension:
-    """Draw one curve on `ax`; returns the tension it marked (computed if not given)."""
+                       max_angle: float = MARK_MAX_ANGLE) -> StoryTension | None:
+    """Draw one curve on `ax`; returns the tension it marked (computed if not given), or None and a
+    "no data" note when the curve has no position."""
+    if len(pcts) == 0:
+        ax.set_title(title, fontsize=9)
+        no_data_note(ax, NO_CURVE)
+        return None
     tension = tension or story_tension(pcts, no_rates)
     xs = [100 * p for p in pcts]
     ax.plot(xs, no_rates, "o-", color="0.6", markersize=3, linewidth=1, label="no-rate")
@@ -44,6 +53,7 @@ def draw_no_rate_curve(ax: Axes, pcts: Sequence[float], no_rates: Sequence[float
                             xytext=(0, 7 if kind == "peak" else -12), ha="center", fontsize=7, color=color)
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlabel("story revealed (%)")
+    whole_number_ticks(ax.xaxis)  # whole percentages, never 10.5 %
     ax.set_ylabel("no-rate")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
@@ -62,8 +72,8 @@ def plot_no_rate_curve(pcts: Sequence[float], no_rates: Sequence[float], path: s
     """One story's no-rate curve as a PNG at `path`."""
     fig = Figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.add_subplot()
-    draw_no_rate_curve(ax, pcts, no_rates, tension, title)
-    ax.legend(fontsize=7, loc="best")
+    if draw_no_rate_curve(ax, pcts, no_rates, tension, title) is not None:
+        ax.legend(fontsize=7, loc="best")
     return _save(fig, Path(path))
 
 
@@ -86,18 +96,23 @@ def plot_story_curves(no_rate: pl.DataFrame, out_dir: str | Path) -> list[Path]:
     return paths
 
 
-def plot_curve_grid(no_rate: pl.DataFrame, path: str | Path, max_stories: int = 12) -> Path | None:
-    """An overview grid of the first `max_stories` curves (for the asset page); None if empty."""
+def plot_curve_grid(no_rate: pl.DataFrame, path: str | Path, max_stories: int = 12) -> Path:
+    """An overview grid of the first `max_stories` curves (for the asset page); a "no data" figure
+    when no story has a curve, so the asset page says so instead of showing nothing."""
     curves = _curves(no_rate)[:max_stories]
     if not curves:
-        return None
+        fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+        ax = fig.add_subplot()
+        ax.set_title("No-rate curves", fontsize=9)
+        no_data_note(ax, NO_CURVE)
+        return _save(fig, Path(path))
     cols = min(3, len(curves))
     rows = -(-len(curves) // cols)
     fig = Figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
     for i, ((set_key, story_id, _), g) in enumerate(curves):
         ax = fig.add_subplot(rows, cols, i + 1)
         draw_no_rate_curve(ax, g["revealed_share"].to_list(), g["no_rate"].to_list(),
-                           title=f"{set_key} · {story_id}"[:60])
+                           title=textwrap.fill(f"{set_key} · {story_id}"[:60], GRID_TITLE_WIDTH))
     return _save(fig, Path(path))
 
 
@@ -111,16 +126,24 @@ BAR_PLOTS = (
 
 def plot_corpus_bars(corpus_tension: pl.DataFrame, out_dir: str | Path) -> dict[str, Path]:
     """Grouped bar charts, one bar group per corpus / generated set (first judge configuration
-    in id order); mean bars carry their 95 % CI when the table has one. {} when empty."""
-    if corpus_tension.is_empty():
-        return {}
-    judge = sorted(corpus_tension["judge_config_id"].unique().to_list())[0]
-    df = corpus_tension.filter(pl.col("judge_config_id") == judge).sort("set_key")
+    in id order); mean bars carry their 95 % CI when the table has one. A chart whose values are
+    all missing (or an empty table) is a "no data" figure rather than empty axes or zero bars."""
+    judges = sorted(corpus_tension["judge_config_id"].drop_nulls().unique().to_list())
+    judge = judges[0] if judges else None
+    df = corpus_tension.filter(pl.col("judge_config_id") == judge) if judge else corpus_tension.clear()
+    df = df.sort("set_key")
     labels = df["set_key"].to_list()
     out = {}
     for name, title, cols, pct in BAR_PLOTS:
         fig = Figure(figsize=(max(5.0, 1.3 * len(labels) + 2), 3.6), layout="constrained")
         ax = fig.add_subplot()
+        if all(df[col].null_count() == df.height for col, _ in cols):
+            fig.set_size_inches(6.4, 3.6)
+            ax.set_title(title if judge is None else f"{title} · {judge}", fontsize=8)
+            no_data_note(ax, f"no set has {' / '.join(c for c, _ in cols)} values"
+                             if df.height else "no corpus or generated set with tension metrics")
+            out[name] = _save(fig, Path(out_dir) / f"{name}.png")
+            continue
         width = 0.8 / len(cols)
         scale = 100.0 if pct else 1.0
         for j, (col, label) in enumerate(cols):

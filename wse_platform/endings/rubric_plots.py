@@ -9,18 +9,31 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from wse_platform.endings.plots import _save
+from wse_platform.plotting import no_data_note
 
 
-def plot_rubric_criteria(criteria: pl.DataFrame, path: str | Path) -> Path | None:
+def _no_data(path: Path, title: str, what: str) -> Path:
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(title, fontsize=8)
+    no_data_note(ax, what)
+    return _save(fig, path)
+
+
+def plot_rubric_criteria(criteria: pl.DataFrame, path: str | Path) -> Path:
     """Grouped bars: one group per tension-related criterion (every criterion if the rubric marks
     none), one bar per set with its 95 % CI; 0-100, faults inverted. First rubric configuration
-    in id order. None when the table is empty."""
-    if criteria.is_empty():
-        return None
-    config = sorted(criteria["rubric_config_id"].unique().to_list())[0]
+    in id order. A "no data" figure when the table is empty or no criterion has a mean score."""
+    title = "Rubric criteria by set (Fig. 7)"
+    configs = sorted(criteria["rubric_config_id"].drop_nulls().unique().to_list()) if criteria.height else []
+    if not configs:
+        return _no_data(Path(path), title, "no story has rubric scores")
+    config = configs[0]
     df = criteria.filter(pl.col("rubric_config_id") == config)
     if df["tension"].any():
         df = df.filter(pl.col("tension"))
+    if df["mean_score"].null_count() == df.height:
+        return _no_data(Path(path), f"{title} · {config}", "no shown criterion has a mean score")
     df = df.sort(["criterion_order", "set_key"])
     crits = df.unique("criterion", maintain_order=True)["criterion_name"].to_list()
     sets = sorted(df["set_key"].unique().to_list())
@@ -43,7 +56,7 @@ def plot_rubric_criteria(criteria: pl.DataFrame, path: str | Path) -> Path | Non
     ax.set_xticks(range(len(crits)), crits, rotation=25, ha="right", fontsize=7)
     ax.set_ylim(0, 105)
     ax.set_ylabel("score (0-100, faults inverted)")
-    ax.set_title(f"Rubric criteria by set (Fig. 7) · {config}", fontsize=8)
+    ax.set_title(f"{title} · {config}", fontsize=8)
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, Path(path))

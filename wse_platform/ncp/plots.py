@@ -6,6 +6,8 @@ from pathlib import Path
 
 import polars as pl
 
+from wse_platform.plotting import no_data_note
+
 
 def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Bench: episodes without a confirmed conflict") -> Path:
     """One panel per auditor; one colour per model × arch. Returns the PNG path."""
@@ -29,8 +31,7 @@ def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Be
                             color=line.get_color())
             ax.plot(g["turn"], g["raw_share_active"], linestyle=":", color=line.get_color(), alpha=0.8)
         if sub.is_empty():
-            ax.text(0.5, 0.5, "no data yet: no audited episode", ha="center", va="center", fontsize=10,
-                    color="0.4", transform=ax.transAxes)
+            no_data_note(ax, "no audited episode", hide_axes=False)
         ax.set_title(auditor, fontsize=9)
         ax.set_xlabel("turn")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # turns are whole numbers

@@ -17,13 +17,7 @@ import polars as pl  # noqa: E402
 
 from wse_platform.config import WSE_ARCHITECTURES  # noqa: E402
 from wse_platform.metrics.wse import consistency_curve, pareto  # noqa: E402
-
-
-def _no_data(ax, what: str) -> None:
-    """A visible note instead of empty axes."""
-    ax.set_axis_off()
-    ax.text(0.5, 0.5, f"no data yet: {what}", ha="center", va="center", fontsize=10, color="0.4",
-            transform=ax.transAxes)
+from wse_platform.plotting import no_data_note as _no_data  # noqa: E402
 
 
 def _png(fig) -> bytes:
