@@ -518,30 +518,32 @@ class Settings(_Strict):
         except KeyError:
             raise ConfigError(f"unknown model {name!r}; defined models: {sorted(self.models)}") from None
 
-    def resolve_path(self, p: str) -> Path:
+    def resolve_path(self, p: str, output: bool = False) -> Path:
         """A relative path is taken relative to the config file; an input that does not exist
         there but does in the repository (shipped data such as ``data/stories/...``) is taken
-        from the repository, so a config copied elsewhere still finds the shipped data."""
+        from the repository, so a config copied elsewhere still finds the shipped data. Outputs
+        (warehouse, cache, artifacts) never fall back: a new folder gets its own, even when the
+        repository already holds a `.wse/` of its own."""
         path = Path(p).expanduser()
         if path.is_absolute():
             return path
         base = Path(self.source_file).parent if self.source_file else Path.cwd()
         resolved = (base / path).resolve()
-        if not resolved.exists() and (REPO_ROOT / path).exists():
+        if not output and not resolved.exists() and (REPO_ROOT / path).exists():
             return (REPO_ROOT / path).resolve()
         return resolved
 
     @property
     def warehouse(self) -> Path:
-        return self.resolve_path(os.environ.get("WSE_WAREHOUSE", self.warehouse_path))
+        return self.resolve_path(os.environ.get("WSE_WAREHOUSE", self.warehouse_path), output=True)
 
     @property
     def cache(self) -> Path:
-        return self.resolve_path(os.environ.get("WSE_CACHE_DIR", self.cache_dir))
+        return self.resolve_path(os.environ.get("WSE_CACHE_DIR", self.cache_dir), output=True)
 
     @property
     def artifacts(self) -> Path:
-        return self.resolve_path(os.environ.get("WSE_ARTIFACTS_DIR", self.artifacts_dir))
+        return self.resolve_path(os.environ.get("WSE_ARTIFACTS_DIR", self.artifacts_dir), output=True)
 
     def fingerprint(self, *parts: Any) -> str:
         """Short stable hash of JSON-able parts (config slices, prompt hashes...)."""

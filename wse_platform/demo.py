@@ -43,6 +43,8 @@ def full_demo_config(base: Path) -> Path:
     overlay = yaml.safe_load(FULL_OVERLAY.read_text(encoding="utf-8")) or {}
     folder = settings.warehouse.parent / "demo-full"
     folder.mkdir(parents=True, exist_ok=True)
+    # the overlay's model settings apply to the models the base config defines (a renamed model stays as is)
+    overlay["models"] = {k: v for k, v in (overlay.get("models") or {}).items() if k in (raw.get("models") or {})}
     merged = _deep_merge(raw, overlay)
     merged.update({"warehouse_path": str(folder / "warehouse.duckdb"), "artifacts_dir": str(folder / "artifacts"),
                    "cache_dir": str(settings.cache_dir)})

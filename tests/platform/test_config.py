@@ -104,3 +104,27 @@ def test_endings_ablation_is_validated():
         with pytest.raises(ConfigError) as err:
             settings_from_dict({"endings": {"ablate": bad}})
         assert "endings.ablate" in str(err.value) and word in str(err.value)
+
+
+def test_outputs_stay_next_to_the_config_even_when_the_repo_has_a_wse_folder(tmp_path, monkeypatch):
+    """Inputs missing next to a config fall back to the shipped data in the repository; outputs
+    (warehouse, cache, artifacts) never do: a config in a new folder must not write into a `.wse/`
+    the repository already holds (e.g. after `wse demo` in the clone)."""
+    import wse_platform.config as config_mod
+    from wse_platform.config import load_settings
+
+    repo = tmp_path / "repo"
+    (repo / ".wse" / "artifacts").mkdir(parents=True)
+    (repo / ".wse" / "warehouse.duckdb").write_bytes(b"")
+    (repo / "data").mkdir()
+    monkeypatch.setattr(config_mod, "REPO_ROOT", repo)
+    for var in ("WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = tmp_path / "mine" / "wse.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text("models: {}\n", encoding="utf-8")
+    s = load_settings(cfg)
+    assert s.warehouse == cfg.parent / ".wse" / "warehouse.duckdb"
+    assert s.artifacts == cfg.parent / ".wse" / "artifacts"
+    assert s.cache.parent == cfg.parent / ".wse"
+    assert s.resolve_path("data") == repo / "data"          # inputs still fall back
