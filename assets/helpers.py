@@ -83,6 +83,17 @@ def table_preview(df: pl.DataFrame, rows: int = PREVIEW_ROWS, max_chars: int = M
     return MetadataValue.table(records=records, schema=schema)
 
 
+def pick_ids(items: list, wanted, id_of, setting: str, table: str) -> list:
+    """The stored `items` whose id (`id_of(item)`) is in `wanted`, in stored order (the config's
+    `ncp.spec_ids` / `wse.seed_ids`); an id that is not stored fails, naming it."""
+    have = [id_of(i) for i in items]
+    missing = sorted(set(wanted) - set(have))
+    if missing:
+        raise ValueError(f"{setting}: {missing} not in {table} (ids look like {have[:3]})")
+    keep = set(wanted)
+    return [i for i, k in zip(items, have) if k in keep]
+
+
 def warehouse_table_name(wh: Warehouse, table: str) -> str:
     """Fully qualified name as DuckDB shows it: <database (file stem)>.main.<table>."""
     return f"{Path(wh.path).stem}.main.{table}"

@@ -116,10 +116,10 @@ class Warehouse:
     def held(self) -> Iterator[None]:
         """One connection (and the inter-process lock) for a burst of short operations of this thread.
 
-        Every DuckDB open costs ~50 ms (it reads the whole catalog), so a table write with its
-        metadata queries, or a check op running many queries, holds one connection instead of
-        opening one per query (measured with bench/demo_time.py --warm). Not for long work such as LLM calls:
-        other processes wait for the lock meanwhile."""
+        Every DuckDB open costs ~50 ms on the demo warehouse (it reads the whole catalog; timed by
+        hand), so a table write with its metadata queries, or a check op running many queries, holds
+        one connection instead of opening one per query. Not for long work such as LLM calls: other
+        processes wait for the lock meanwhile."""
         if getattr(self._held, "con", None) is not None:
             yield
             return

@@ -9,7 +9,7 @@ import polars as pl
 from dagster import (AssetCheckResult, AssetCheckSeverity, AssetSpec, Failure, MaterializeResult, MetadataValue,
                      asset, asset_check, multi_asset)
 
-from assets.helpers import markdown_preview, write_table
+from assets.helpers import markdown_preview, pick_ids, write_table
 from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
@@ -36,11 +36,7 @@ def specs_from_table(wh, limit: int | None = None, spec_ids=None) -> list[Narrat
         raise ValueError("ncp_specs is empty: materialize ncp_specs before NCP episodes or extraction")
     rows = list(df.iter_rows(named=True))
     if spec_ids is not None:
-        missing = sorted(set(spec_ids) - {r["spec_id"] for r in rows})
-        if missing:
-            raise ValueError(f"spec id(s) {missing} (ncp.spec_ids) are not in ncp_specs; "
-                             f"known ids look like {[r['spec_id'] for r in rows[:3]]}")
-        rows = [r for r in rows if r["spec_id"] in set(spec_ids)]
+        rows = pick_ids(rows, spec_ids, lambda r: r["spec_id"], "ncp.spec_ids", "ncp_specs")
     elif limit is not None:
         rows = rows[:limit]
     return [NarrativeSpec.model_validate_json(r["spec_json"]).with_origin(r["source_file"], r["eval_order"])

@@ -8,7 +8,7 @@ Thin: the step loop lives in `wse_platform.wse.simulate`.
 import polars as pl
 from dagster import AssetSpec, MaterializeResult, MetadataValue, multi_asset
 
-from assets.helpers import write_table
+from assets.helpers import pick_ids, write_table
 from assets.partitions import BenchmarkPartitions, cell_of
 from assets.versioning import code_version
 from assets.wse.sources import stored_seeds
@@ -29,13 +29,8 @@ def cell_seeds(wh, settings: Settings):
     """`wse.seed_ids` (stored order kept), else the family-balanced first `wse.n_seeds` stored seeds
     (all 42 at paper scale)."""
     seeds = stored_seeds(wh)
-    wanted = settings.wse.seed_ids
-    if wanted:
-        missing = sorted(set(wanted) - {s.seed_id for s in seeds})
-        if missing:
-            raise ValueError(f"wse.seed_ids: {missing} not in wse_episode_seeds (ids look like "
-                             f"{[s.seed_id for s in seeds[:3]]})")
-        return [s for s in seeds if s.seed_id in set(wanted)]
+    if settings.wse.seed_ids:
+        return pick_ids(seeds, settings.wse.seed_ids, lambda s: s.seed_id, "wse.seed_ids", "wse_episode_seeds")
     n = settings.wse.n_seeds or len(seeds)
     return demo_subset(seeds, n)
 
