@@ -6,7 +6,7 @@ from pathlib import Path
 
 import polars as pl
 
-from wse_platform.plotting import no_data_note
+from wse_platform.plotting import no_data_note, whole_number_ticks
 
 
 def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Bench: episodes without a confirmed conflict") -> Path:
@@ -71,6 +71,8 @@ def plot_genre_distribution(breakdown: pl.DataFrame, path: str | Path) -> Path:
     for b, v in zip(bars, shares):
         ax.annotate(f"{v:.0f}%", (b.get_x() + b.get_width() / 2, b.get_height()), ha="center", va="bottom",
                     fontsize=7)
+    if g.is_empty():
+        no_data_note(ax, "no spec with a primary genre")
     ax.set_ylabel("% of specs")
     ax.set_title(f"Primary genre of the {int(g['n'].sum()) if g.height else 0} NCP-Bench specs", fontsize=10)
     ax.tick_params(axis="x", labelrotation=60, labelsize=8)
@@ -90,6 +92,10 @@ def plot_count_histograms(counts: dict[str, list[int]], path: str | Path) -> Pat
         if values:
             ax.hist(values, bins=range(min(values), max(values) + 2), color="#55A868", edgecolor="white",
                     align="left")
+            whole_number_ticks(ax.xaxis)  # counts of facts / commitments / nodes
+            whole_number_ticks(ax.yaxis)  # counts of specs
+        else:
+            no_data_note(ax, "no spec")
         ax.set_title(f"{name.replace('_', ' ')} per movie", fontsize=10)
         ax.set_xlabel(f"number of {name.replace('_', ' ')}")
         ax.set_ylabel("count of specs")
