@@ -3,8 +3,8 @@
 Every table materialization carries what a Dagster user expects on a table asset:
 ``dagster/row_count`` of the *whole* table (``partition_row_count`` for the partition just
 written), ``dagster/table_name``, ``dagster/column_schema`` read back from the warehouse, a typed
-table preview (``MetadataValue.table``), plots as inline images (markdown) plus a ``file://`` link
-to each PNG, and a data version computed from the rows written, so a run that writes identical
+table preview (``MetadataValue.table``), plots inline on the Overview page (see `plot_metadata`),
+embedded in markdown and linked as ``file://``, and a data version computed from the rows written, so a run that writes identical
 rows does not make anything downstream look changed.
 """
 from __future__ import annotations
@@ -25,6 +25,8 @@ from dagster import (
     TableSchema,
 )
 
+from wse_platform import plot_server
+from wse_platform.config import Settings
 from wse_platform.warehouse import Warehouse
 
 PREVIEW_ROWS = 10
@@ -145,13 +147,19 @@ def table_metadata(wh: Warehouse, table: str, df: pl.DataFrame, partitioned: boo
     return meta
 
 
-def plot_metadata(plots: Mapping[str, str | Path] | None) -> dict[str, Any]:
-    """Each plot as an inline image (markdown) and a link to its PNG file."""
+def plot_metadata(plots: Mapping[str, str | Path] | None, settings: Settings | None = None) -> dict[str, Any]:
+    """Each plot three ways: `<name>` a short markdown image the UI shows inline on the asset's
+    Overview (served by `wse ui`, see `wse_platform.plot_server`; only with `settings` and a
+    `plots_port`), `<name>_embedded` the PNG itself in markdown (works anywhere, one click away)
+    and `<name>_file` a link to the PNG file."""
     meta: dict[str, Any] = {}
     for name, path in (plots or {}).items():
         p = Path(path)
-        meta[f"{name}_image"] = MetadataValue.md(_inline_png(p))
-        meta[name] = MetadataValue.url(p.resolve().as_uri())
+        if settings is not None and settings.plots_port and p.exists():
+            url = plot_server.plot_url(settings.plots_port, plot_server.publish(p, settings.artifacts))
+            meta[name] = MetadataValue.md(f"![{name}]({url})")
+        meta[f"{name}_embedded"] = MetadataValue.md(_inline_png(p))
+        meta[f"{name}_file"] = MetadataValue.url(p.resolve().as_uri())
     return meta
 
 
@@ -163,13 +171,15 @@ def write_table(
     extra_metadata: Mapping[str, Any] | None = None,
     plots: Mapping[str, str | Path] | None = None,
     data_version: str | None = None,
+    settings: Settings | None = None,
 ) -> MaterializeResult:
     """Replace the table (or the partition `key` of it) and return a MaterializeResult with the
-    table metadata above. `data_version` defaults to a hash of the rows written."""
+    table metadata above. `data_version` defaults to a hash of the rows written; `settings`
+    (where artifacts live, the plot port) lets plots show inline in the UI."""
     with warehouse.held():  # one connection for the write and its metadata queries
         warehouse.replace_partition(table, df, key or {})
         metadata = table_metadata(warehouse, table, df, partitioned=bool(key))
-    metadata.update(plot_metadata(plots))
+    metadata.update(plot_metadata(plots, settings))
     metadata.update(extra_metadata or {})
     return MaterializeResult(metadata=metadata,
                              data_version=DataVersion(data_version or content_version(df)))

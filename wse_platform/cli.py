@@ -170,8 +170,30 @@ def cmd_ui(args) -> int:
         env["WSE_CONFIG"] = str(Path(settings.source_file).resolve())  # code location runs in the repo folder
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1",
            "-p", str(args.port)]
+    server = _start_plot_server(settings)
     print("running:", " ".join(cmd))
-    return subprocess.call(cmd, env=env, cwd=root)
+    try:
+        return subprocess.call(cmd, env=env, cwd=root)
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def _start_plot_server(settings):
+    """Serve the published plots so they show inline on the assets' Overview pages (see
+    `wse_platform.plot_server`); a taken port only costs the inline view, not the UI."""
+    from wse_platform import plot_server
+    if not settings.plots_port:
+        return None
+    try:
+        server = plot_server.start(settings.artifacts, settings.plots_port)
+    except OSError as e:
+        print(f"note: plots will not show inline: port {settings.plots_port} is not free ({e}); "
+              "set plots_port in the config to another port (or 0 to silence this)", file=sys.stderr)
+        return None
+    print(f"plots: served from {plot_server.served_dir(settings.artifacts)} on "
+          f"http://127.0.0.1:{settings.plots_port}/")
+    return server
 
 
 def cmd_validate(args) -> int:

@@ -446,6 +446,9 @@ class Settings(_Strict):
     use_cache: bool = True
     concurrency: dict[Backend, PositiveInt] = Field(default_factory=lambda: {"embedded": 1, "litellm": 8, "vllm": 1})
     rejudge_cron: str = "0 3 * * *"
+    # `wse ui` serves the published plots here so they show inline on each asset's Overview
+    # (see wse_platform/plot_server.py); 0 = no plot server, plots stay in a markdown dialog.
+    plots_port: int = Field(default=3071, ge=0, le=65535)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     wse: WSEConfig = Field(default_factory=WSEConfig)
     ncp: NCPConfig = Field(default_factory=NCPConfig)

@@ -82,7 +82,7 @@ def show_results(settings, config_flag: str) -> None:
     wse = "wse" + config_flag
     print(f"\nwarehouse: {settings.warehouse}")
     print("\nWhat next:")
-    print(f"  {wse} ui                     # the Dagster UI: lineage, plots, checks (http://127.0.0.1:3000)")
+    print(f"  {wse} ui                     # Dagster UI, http://127.0.0.1:3000: lineage, checks, plots on each asset's Overview")
     print(f"  {wse} status                 # what is stale or missing, and why")
     for label, query in EXAMPLE_QUERIES:
         print(f"  # {label}\n  {wse} sql \"{query}\"")

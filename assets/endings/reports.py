@@ -88,6 +88,6 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             other = int((scores["scores_json"].is_not_null()
                          & ~scores["rubric_config_id"].str.ends_with(f":{rubric.sha}")).sum()) if scores.height else 0
             return write_table(wh, "endings_rubric_criteria", df, plots={"rubric_criteria_bars": png} if png else None,
-                               extra_metadata={"n_scores_other_rubric_file": other})
+                               settings=s, extra_metadata={"n_scores_other_rubric_file": other})
         out.append(endings_rubric_criteria)
     return out

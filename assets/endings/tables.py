@@ -72,12 +72,13 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         df = T.build_story_tension(no_rate, wh.query(f"SELECT {_STORY_COLS} FROM endings_stories"))
         curves = no_rate.join(df.select("story_id", "set_key", "judge_config_id"),
                               on=["story_id", "set_key", "judge_config_id"], how="semi")
-        out_dir = settings.get().artifacts / "endings" / "no_rate_curves"
+        s = settings.get()
+        out_dir = s.artifacts / "endings" / "no_rate_curves"
         shutil.rmtree(out_dir, ignore_errors=True)   # drop curves of stories no longer present
         pngs = plot_story_curves(curves, out_dir)
         grid = plot_curve_grid(curves, out_dir / "overview.png")
         return write_table(wh, "endings_story_tension", df, plots={"no_rate_curves": grid} if grid else None,
-                           extra_metadata={"curve_pngs": len(pngs), "curve_dir": MetadataValue.path(str(out_dir)),
+                           settings=s, extra_metadata={"curve_pngs": len(pngs), "curve_dir": MetadataValue.path(str(out_dir)),
                                            **_same_model_note(df)})
 
     def _group_asset(name: str, builder, what: str, extra_deps=(), with_rubric=False, bars=False):
@@ -89,7 +90,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             st = wh.query("SELECT * FROM endings_story_tension")
             df = builder(st, wh.query("SELECT * FROM endings_rubric_scores")) if with_rubric else builder(st)
             plots = plot_corpus_bars(df, settings.get().artifacts / "endings" / "bars") if bars else None
-            return write_table(wh, name, df, plots=plots, extra_metadata=_same_model_note(df))
+            return write_table(wh, name, df, plots=plots, settings=settings.get(), extra_metadata=_same_model_note(df))
         return _table
 
     rubric_dep = ("endings_rubric_scores",) if settings.endings.rubric is not None else ()

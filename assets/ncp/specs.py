@@ -142,16 +142,17 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         wh = warehouse.get()
         specs = specs_from_table(wh)
         stats = spec_stats(specs)
-        figs = settings.get().artifacts / "ncp"
-        fig6 = plot_count_histograms({q: [len(getattr(s, attr)) for s in specs] for q, attr in QUANTITIES.items()},
+        s = settings.get()
+        figs = s.artifacts / "ncp"
+        fig6 = plot_count_histograms({q: [len(getattr(sp, attr)) for sp in specs] for q, attr in QUANTITIES.items()},
                                      figs / "spec_count_histograms.png")
-        yield _keyed("ncp_spec_stats", write_table(wh, "ncp_spec_stats", stats, plots={"figure6": fig6},
+        yield _keyed("ncp_spec_stats", write_table(wh, "ncp_spec_stats", stats, plots={"figure6": fig6}, settings=s,
                                                    extra_metadata={
             "table6": MetadataValue.md(markdown_preview(table6_display(stats)))}))
         breakdown = spec_breakdown(specs)
         fig3 = plot_genre_distribution(breakdown, figs / "genre_distribution.png")
         yield _keyed("ncp_spec_breakdown", write_table(wh, "ncp_spec_breakdown", breakdown,
-                                                       plots={"figure3": fig3}))
+                                                       plots={"figure3": fig3}, settings=s))
 
     out = [ncp_specs, ncp_specs_valid, ncp_spec_stats]
 

@@ -47,7 +47,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         t_max = max([s.ncp.t_max or 0] + ([int(eps["turns"].max())] if not eps.is_empty() else []))
         df = survival_table(eps, t_max=t_max)
         png = plot_survival(df, s.artifacts / "ncp" / "survival.png")
-        return write_table(wh, "ncp_survival", df, plots={"survival_curves": png})
+        return write_table(wh, "ncp_survival", df, plots={"survival_curves": png}, settings=s)
 
     @asset(name="ncp_auditor_sensitivity", deps=["ncp_reaudit_episodes"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE),

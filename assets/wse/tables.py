@@ -73,7 +73,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         df = T.cell_metrics(frame, info)
         plots = {f"heatmap_{m}": _save(s, f"wse_heatmap_{m}", heatmap_png(df, m)) for m in ("G", "C_obs", "R")}
         plots["km_curves"] = _save(s, "wse_km_curves", km_curves_png(frame, info["horizon"]))
-        return write_table(wh, "wse_cell_metrics", df, plots=plots, extra_metadata={
+        return write_table(wh, "wse_cell_metrics", df, plots=plots, settings=s, extra_metadata={
             "horizon": info["horizon"], "consistency_judge": str(info["consistency_judge_id"]),
             "richness_judge": str(info["richness_judge_id"]),
             "cells_without_C_obs": int(df["C_obs"].null_count())})
@@ -105,7 +105,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         cells = wh.query("SELECT * FROM wse_cell_metrics")
         df = T.pareto_table(cells, T.TableParams.from_settings(s))
         plots = {f"pareto_{a}": _save(s, f"wse_pareto_{a}", pareto_png(cells, a)) for a in ("C_adj", "C_obs")}
-        return write_table(wh, "wse_pareto", df, plots=plots)
+        return write_table(wh, "wse_pareto", df, plots=plots, settings=s)
 
     @asset(name="wse_scaling_fit", **_kw(
         "OLS fits Y = α + β·log2(P) (P = params_b from the config) of G, C_obs and R (model means over "
@@ -141,7 +141,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         df = T.source_family_table(frame, info, params, steps)
         s = settings.get()
         return write_table(wh, "wse_source_family", df,
-                           plots={"family_models": _save(s, "wse_family_models", family_models_png(df))})
+                           plots={"family_models": _save(s, "wse_family_models", family_models_png(df))}, settings=s)
 
     @asset(name="wse_horizon_sensitivity", **_kw(
         "G_h, C_obs(h) and C_adj(h) recomputed from the same trajectories truncated at h = 5, 10, 15, 20 "
@@ -262,7 +262,7 @@ def build_more() -> list:
             wh.query("SELECT model, arch, seed_id, step, player_option, intents_json, plan_json, memory_state_json "
                      "FROM wse_trajectory_steps"), info, params)
         plots = {"precursor_origins": _save(s, "wse_precursor_origins", precursor_png(df))} if df.height else {}
-        return write_table(wh, "wse_precursor_audit", df, plots=plots)
+        return write_table(wh, "wse_precursor_audit", df, plots=plots, settings=s)
 
     @asset(name="wse_full_horizon_contrasts", **_kw(
         "Appendix C.3 / Fig. 10: architecture contrasts over seed-paired trajectories that both reach the "
@@ -277,7 +277,7 @@ def build_more() -> list:
         df = T.full_horizon_contrasts(frame, info, params)
         plots = ({"full_horizon": _save(settings.get(), "wse_full_horizon", full_horizon_png(df))}
                  if df.height else {})
-        return write_table(wh, "wse_full_horizon_contrasts", df, plots=plots)
+        return write_table(wh, "wse_full_horizon_contrasts", df, plots=plots, settings=settings.get())
 
     @asset(name="wse_cost_contrasts", **_kw(
         "Fig. 11: generation cost next to coverage from llm_calls (judge calls excluded): row_kind=cell "
@@ -290,7 +290,7 @@ def build_more() -> list:
         df = T.cost_contrasts(wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%'"),
                               wh.query("SELECT * FROM wse_cell_metrics"), T.TableParams.from_settings(s))
         plots = {"cost_coverage": _save(s, "wse_cost_coverage", cost_coverage_png(df))} if df.height else {}
-        return write_table(wh, "wse_cost_contrasts", df, plots=plots)
+        return write_table(wh, "wse_cost_contrasts", df, plots=plots, settings=s)
 
     @asset(name="wse_human_validation", **_kw(
         "Appendix B.5: agreement of the judge panels with human labels (CSV files in wse.human_labels; the "

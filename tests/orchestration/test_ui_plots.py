@@ -1,0 +1,113 @@
+"""Plots shown where the user looks first (issue 13): on the asset's Overview page, inline.
+
+The Dagster UI renders a markdown metadata entry inline only below 1,000 characters; an embedded
+PNG never is, so plots are published content-addressed and served by `wse ui` on 127.0.0.1."""
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from assets.helpers import plot_metadata, write_table
+from wse_platform import plot_server
+from wse_platform.config import load_settings
+from wse_platform.warehouse import Warehouse
+
+INLINE_LIMIT = 1000  # the UI's MetadataEntry: `mdStr.length < 1000` renders inline
+
+
+def _png(tmp_path: Path, name: str, colour: str) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(2, 2))
+    fig.add_subplot().bar([0, 1], [1, 2], color=colour)
+    path = tmp_path / name
+    fig.savefig(path)
+    return path
+
+
+def test_table_plots_are_short_inline_images_served_content_addressed(config_file, tmp_path):
+    s = load_settings(str(config_file))
+    wh = Warehouse(s.warehouse)
+    first = _png(tmp_path, "curves.png", "red")
+    meta = write_table(wh, "wse_trajectories", pl.DataFrame({"model": ["a"], "arch": ["B1"], "seed_id": ["x"],
+                                                             "length": [1], "horizon": [2]}),
+                       key={"model": "a", "arch": "B1"}, plots={"curves": first}, settings=s).metadata
+    inline = meta["curves"].value
+    assert len(inline) < INLINE_LIMIT and "base64" not in inline
+    url = re.fullmatch(r"!\[curves\]\((http://127\.0\.0\.1:(\d+)/([0-9a-f]+\.png))\)", inline)
+    assert url and int(url.group(2)) == s.plots_port
+    served = plot_server.served_dir(s.artifacts) / url.group(3)
+    assert served.read_bytes() == first.read_bytes()
+    assert len(meta["curves_embedded"].value) > INLINE_LIMIT  # the portable copy, one click away
+    assert meta["curves_file"].value == first.resolve().as_uri()
+    # a redrawn plot gets its own address; the older materialization keeps showing its own plot
+    first.write_bytes(_png(tmp_path, "other.png", "blue").read_bytes())
+    again = plot_metadata({"curves": first}, s)["curves"].value
+    assert again != inline and served.exists()
+
+
+def test_no_settings_or_port_zero_keeps_the_plot_one_click_away(config_file, tmp_path):
+    s = load_settings(str(config_file)).model_copy(update={"plots_port": 0})
+    png = _png(tmp_path, "p.png", "green")
+    for meta in (plot_metadata({"p": png}, s), plot_metadata({"p": png})):
+        assert "p" not in meta and {"p_embedded", "p_file"} <= set(meta)
+    assert not plot_server.served_dir(s.artifacts).exists()
+
+
+def test_plot_server_serves_published_pngs_only(tmp_path):
+    png = _png(tmp_path, "p.png", "red")
+    (tmp_path / "secret.txt").write_text("not for the browser")
+    name = plot_server.publish(png, tmp_path)
+    server = plot_server.start(tmp_path, port=0)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(f"{base}/{name}", timeout=10) as r:
+            assert r.headers["Content-Type"] == "image/png" and r.read() == png.read_bytes()
+        for bad in ("/", "/secret.txt", "/../secret.txt", f"/{name[:-4]}.txt", "/%2e%2e/p.png"):
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(base + bad, timeout=10)
+            assert e.value.code == 404, bad
+    finally:
+        server.shutdown()
+
+
+def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch):
+    """`wse ui` serves the plots for as long as `dagster dev` runs; a taken port is a note, not an error."""
+    from wse_platform import cli
+
+    s = load_settings(str(config_file))
+    name = plot_server.publish(_png(config_file.parent, "p.png", "red"), s.artifacts)
+    seen = {}
+
+    def fake_dagster_dev(cmd, env, cwd):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=10) as r:
+            seen["status"] = r.status
+        return 0
+
+    import socket
+    with socket.socket() as sock:  # a free port for this test
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = config_file.read_text() + f"\nplots_port: {port}\n"
+    config_file.write_text(cfg)
+    monkeypatch.setattr(cli.subprocess, "call", fake_dagster_dev)
+    assert cli.main(["--config", str(config_file), "ui"]) == 0
+    assert seen == {"status": 200}
+    with pytest.raises(urllib.error.URLError):  # stopped with the UI
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=2)
+
+
+def test_dagster_ui_still_renders_short_markdown_inline():
+    """Fails loudly on a Dagster upgrade that changes the rule the inline plots rely on."""
+    import dagster_webserver
+
+    chunks = Path(dagster_webserver.__file__).parent / "webapp" / "build" / "_next" / "static" / "chunks"
+    hits = [p for p in chunks.glob("*.js") if "mdStr.length<1e3" in p.read_text(encoding="utf-8", errors="ignore")]
+    assert hits, ("the Dagster UI no longer renders markdown metadata under 1,000 characters inline: "
+                  "revisit wse_platform/plot_server.py and the README's 'Asset checks' paragraph")
