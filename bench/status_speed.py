@@ -11,7 +11,14 @@ the instance then holds the same assets, partitions and runs as after `wse demo`
 instead of the demo's model time. `wse status` reads only the instance's records and the
 config, not the table contents, so this measures the same work.
 
+`--edit ncp.t_max=2` then measures the case a newcomer meets after editing the config: the whole
+output folder (warehouse, Dagster home) is copied into a temp folder with a copy of the config
+pointing there, the edit is applied to the copy, and the calls are timed there (the first one
+computes in full: it records the new config versions and runs the stale resolver; later ones
+answer from its report while nothing changes). The original folder is not touched.
+
     python bench/status_speed.py --config .wse-demo/wse.yaml [--runs 3] [--profile] [--build-stub]
+    python bench/status_speed.py --config wse.yaml --edit ncp.t_max=2 --runs 3
 """
 from __future__ import annotations
 
@@ -20,7 +27,9 @@ import cProfile
 import os
 import pstats
 import re
+import shutil
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -49,15 +58,50 @@ def build_with_stub(config: str) -> None:
     print(f"stub build: exit {rc} in {time.perf_counter() - t0:.1f} s")
 
 
+def edited_copy(config: str, edit: str) -> str:
+    """Copy the config's output folder (warehouse, Dagster home, cache) to a temp folder, write a
+    config pointing there with `edit` applied; return its path."""
+    import yaml
+
+    from wse_platform.config import load_settings
+
+    if os.environ.get("DAGSTER_HOME"):
+        sys.exit("unset DAGSTER_HOME: the copy must use the Dagster home next to the copied warehouse")
+    settings = load_settings(config)
+    out = settings.warehouse.parent
+    tmp = Path(tempfile.mkdtemp(prefix="wse-status-"))
+    shutil.copytree(out, tmp / out.name)
+    raw = yaml.safe_load(Path(config).read_text(encoding="utf-8"))
+    raw["warehouse_path"] = str(tmp / out.name / settings.warehouse.name)
+    for key, path in (("cache_dir", settings.cache), ("artifacts_dir", settings.artifacts)):
+        raw[key] = str(tmp / out.name / path.relative_to(out)) if path.is_relative_to(out) else str(path)
+    dotted, value = edit.split("=", 1)
+    *parents, leaf = dotted.split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = yaml.safe_load(value)
+    for corpus in (raw.get("endings") or {}).get("corpora") or []:  # inputs stay where they were
+        corpus["path"] = str(settings.resolve_path(corpus["path"]))
+    copy = tmp / "wse.yaml"  # relative input paths fall back to the repository's shipped data
+    copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    print(f"copied {out} to {tmp / out.name}; edited {dotted} = {value} in {copy}")
+    return str(copy)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, help="config of a warehouse that has been materialized")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--build-stub", action="store_true", help="materialize first, with a stub model")
+    ap.add_argument("--edit", help="KEY=VALUE (YAML value, dotted key): time the calls after this config edit, "
+                                   "in a copy of the output folder")
     args = ap.parse_args()
     if args.build_stub:
         build_with_stub(args.config)
+    if args.edit:
+        args.config = edited_copy(args.config, args.edit)
     cmd = [sys.executable, "-m", "wse_platform.cli", "--config", args.config, "status"]
     env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"}
     walls = []

@@ -127,10 +127,24 @@ def stale_partitions(defs, instance, keys) -> dict:
 
 
 def cmd_status(args) -> int:
+    from wse_platform import status_report  # the no-Dagster fast path when nothing changed
+
+    t0 = time.perf_counter()
+    settings = _settings(args)
+    cached = status_report.cached_report(settings, status_report.quick_key(settings, flags={"all": args.all}))
+    if cached is not None:
+        text, at = cached
+        print(text, end="")
+        print(f"(nothing changed since the full check of {at}; {time.perf_counter() - t0:.1f}s)")
+        return 0
+    return _full_status(args, settings)
+
+
+def _full_status(args, settings) -> int:
+    from wse_platform import status_report
     from wse_platform.runner import get_instance, observe_sources, warehouse_problem
     from wse_platform.status import compute_status
 
-    settings = _settings(args)
     instance = get_instance(settings)
     defs = _defs(args)
     t0 = time.perf_counter()
@@ -139,18 +153,23 @@ def cmd_status(args) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     observe_sources(defs, instance)
+    flags = {"all": args.all}
+    key = status_report.quick_key(settings, flags)  # after observing: the state this report describes
     rows = compute_status(defs, instance, only_problems=not args.all)
+    lines: list[str] = []
     for r in rows:
         where = f"[{r.partition}]" if r.partition else ""
-        print(f"{r.status:10s} {r.asset}{where}")
-        for c in r.causes:
-            print(f"           - {c}")
+        lines.append(f"{r.status:10s} {r.asset}{where}")
+        lines += [f"           - {c}" for c in r.causes]
     counts = {s: sum(r.status == s for r in rows) for s in ("stale", "missing", "incomplete")}
-    print(f"{counts['stale']} stale, {counts['missing']} missing, {counts['incomplete']} incomplete "
-          f"({time.perf_counter() - t0:.1f}s)")
-    from wse_platform.llm.truncation_report import truncation_lines  # one cheap query on llm_calls
-    for line in truncation_lines(settings.warehouse):
-        print(line)
+    lines.append(f"{counts['stale']} stale, {counts['missing']} missing, {counts['incomplete']} incomplete")
+    from wse_platform.llm.truncation_report import NOT_READ, truncation_lines  # one query on llm_calls
+    truncation = truncation_lines(settings.warehouse)
+    text = "".join(f"{line}\n" for line in lines + truncation)
+    print(text, end="")
+    print(f"({time.perf_counter() - t0:.1f}s)")
+    if NOT_READ not in truncation and key == status_report.quick_key(settings, flags):
+        status_report.save_report(settings, key, text)  # nothing was recorded while computing it
     return 0
 
 
@@ -211,7 +230,7 @@ def cmd_ncp_play(args) -> int:
 
 def cmd_demo(args) -> int:
     from wse_platform import demo  # quick and --full scales, the closing "what next"
-    return demo.main(args, cmd_materialize)
+    return demo.main(args, cmd_materialize, _full_status)
 
 
 def cmd_doctor(args) -> int:

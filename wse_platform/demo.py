@@ -9,6 +9,9 @@ Two scales, both plain config:
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import os
 import sys
 import time
@@ -89,8 +92,9 @@ def show_results(settings, config_flag: str) -> None:
     print(f'  {wse} sql "SHOW TABLES"      # every table; add --format csv|json|markdown|vertical, -o FILE')
 
 
-def main(args, materialize) -> int:
-    """Run the demo through `materialize(args)` (the CLI's `wse materialize --stale`)."""
+def main(args, materialize, status=None) -> int:
+    """Run the demo through `materialize(args)` (the CLI's `wse materialize --stale`), then
+    `status(args, settings)` once, silently (the CLI's full `wse status`, which saves its report)."""
     from wse_platform.config import ConfigError, load_settings
 
     t0 = time.perf_counter()
@@ -109,6 +113,9 @@ def main(args, materialize) -> int:
         return 2
     args.select, args.partition, args.stale = None, None, True
     rc = materialize(args)
+    if status is not None:  # so the `wse status` suggested below answers at once (see status_report)
+        with contextlib.redirect_stdout(io.StringIO()):
+            status(argparse.Namespace(**{**vars(args), "all": False}), settings)
     show_results(settings, flag)
     took = time.perf_counter() - t0
     print(f"\ndemo finished in {took // 60:.0f} min {took % 60:.0f} s ({'ok' if rc == 0 else 'with failures'})")

@@ -73,3 +73,16 @@ def test_closing_hints_name_the_ui_and_three_queries_that_run(tmp_path, monkeypa
     out = capsys.readouterr().out
     assert "wse ui" in out and "What next" in out
     assert sum(f'wse sql "{q}"' in out for _, q in demo.EXAMPLE_QUERIES) == 3
+
+
+def test_demo_leaves_a_status_report_so_the_suggested_wse_status_answers_at_once(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    base = write_config(tmp_path)
+    calls = []
+    monkeypatch.setattr(demo, "show_results", lambda settings, flag: None)
+    args = argparse.Namespace(config=str(base), full=False, no_cache=False)
+    rc = demo.main(args, materialize=lambda a: calls.append(("materialize", a.stale)) or 0,
+                   status=lambda a, s: (calls.append(("status", a.all, s.source_file)), print("hidden")))
+    assert rc == 0 and calls == [("materialize", True), ("status", False, str(base))]
+    assert "hidden" not in capsys.readouterr().out  # primed silently

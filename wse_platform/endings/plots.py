@@ -12,13 +12,24 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import polars as pl
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from wse_platform.metrics.endings import StoryTension, story_tension
 from wse_platform.plotting import no_data_note, whole_number_ticks
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+def new_figure(**kw) -> Figure:
+    """A standalone Agg Figure. matplotlib is imported here, not at module load: the asset
+    definitions import this module and `wse status` should not pay for a library it does not use."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kw)
 
 MARK_MAX_ANGLE = 60.0
 NO_CURVE = "no forecasting positions with verdicts (no no-rate curve)"
@@ -62,6 +73,8 @@ def draw_no_rate_curve(ax: Axes, pcts: Sequence[float], no_rates: Sequence[float
 
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     fig.savefig(path, format="png", dpi=110)
     return path
@@ -70,7 +83,7 @@ def _save(fig: Figure, path: Path) -> Path:
 def plot_no_rate_curve(pcts: Sequence[float], no_rates: Sequence[float], path: str | Path,
                        title: str = "", tension: StoryTension | None = None) -> Path:
     """One story's no-rate curve as a PNG at `path`."""
-    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    fig = new_figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.add_subplot()
     if draw_no_rate_curve(ax, pcts, no_rates, tension, title) is not None:
         ax.legend(fontsize=7, loc="best")
@@ -101,14 +114,14 @@ def plot_curve_grid(no_rate: pl.DataFrame, path: str | Path, max_stories: int = 
     when no story has a curve, so the asset page says so instead of showing nothing."""
     curves = _curves(no_rate)[:max_stories]
     if not curves:
-        fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+        fig = new_figure(figsize=(6.4, 3.6), layout="constrained")
         ax = fig.add_subplot()
         ax.set_title("No-rate curves", fontsize=9)
         no_data_note(ax, NO_CURVE)
         return _save(fig, Path(path))
     cols = min(3, len(curves))
     rows = -(-len(curves) // cols)
-    fig = Figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
+    fig = new_figure(figsize=(4.2 * cols, 2.8 * rows), layout="constrained")
     for i, ((set_key, story_id, _), g) in enumerate(curves):
         ax = fig.add_subplot(rows, cols, i + 1)
         draw_no_rate_curve(ax, g["revealed_share"].to_list(), g["no_rate"].to_list(),
@@ -135,7 +148,7 @@ def plot_corpus_bars(corpus_tension: pl.DataFrame, out_dir: str | Path) -> dict[
     labels = df["set_key"].to_list()
     out = {}
     for name, title, cols, pct in BAR_PLOTS:
-        fig = Figure(figsize=(max(5.0, 1.3 * len(labels) + 2), 3.6), layout="constrained")
+        fig = new_figure(figsize=(max(5.0, 1.3 * len(labels) + 2), 3.6), layout="constrained")
         ax = fig.add_subplot()
         if all(df[col].null_count() == df.height for col, _ in cols):
             fig.set_size_inches(6.4, 3.6)

@@ -6,14 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-from matplotlib.figure import Figure
-
-from wse_platform.endings.plots import _save
+from wse_platform.endings.plots import _save, new_figure
 from wse_platform.plotting import no_data_note
 
 
 def _no_data(path: Path, title: str, what: str) -> Path:
-    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    fig = new_figure(figsize=(6.4, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=8)
     no_data_note(ax, what)
@@ -38,7 +36,7 @@ def plot_rubric_criteria(criteria: pl.DataFrame, path: str | Path) -> Path:
     crits = df.unique("criterion", maintain_order=True)["criterion_name"].to_list()
     sets = sorted(df["set_key"].unique().to_list())
     width = 0.8 / len(sets)
-    fig = Figure(figsize=(max(6.0, 0.35 * len(crits) * len(sets) + 2), 4.0), layout="constrained")
+    fig = new_figure(figsize=(max(6.0, 0.35 * len(crits) * len(sets) + 2), 4.0), layout="constrained")
     ax = fig.add_subplot()
     for j, set_key in enumerate(sets):
         g = df.filter(pl.col("set_key") == set_key)

@@ -44,11 +44,14 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f} %" if whole else "0.0 %"
 
 
+NOT_READ = "LLM calls: not read (the warehouse is busy or unreadable; see `llm_usage` later)"
+
+
 def truncation_lines(warehouse_path: str | Path, lock_timeout: float = 3.0) -> list[str]:
     """The lines `wse status` prints (none when the warehouse has no LLM calls)."""
     rows = truncation_rows(warehouse_path, lock_timeout)
     if rows is None:
-        return ["LLM calls: not read (the warehouse is busy or unreadable; see `llm_usage` later)"]
+        return [NOT_READ]
     calls = sum(r[3] for r in rows)
     if not calls:
         return []

@@ -7,23 +7,28 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import polars as pl
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+from wse_platform.config import WSE_ARCHITECTURES
+from wse_platform.metrics.wse import consistency_curve, pareto
+from wse_platform.plotting import no_data_note as _no_data
+from wse_platform.plotting import whole_number_ticks
 
-from wse_platform.config import WSE_ARCHITECTURES  # noqa: E402
-from wse_platform.metrics.wse import consistency_curve, pareto  # noqa: E402
-from wse_platform.plotting import no_data_note as _no_data  # noqa: E402
+
+def _subplots(*grid, figsize, **kw):
+    """A standalone Figure (no pyplot state: thread-safe, nothing to close) and its axes.
+    matplotlib is imported here, not at module load: the asset definitions import this module,
+    and `wse status` should not pay ~1.5 s for a library it does not use."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*grid, **kw)
 
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return buf.getvalue()
 
 
@@ -35,7 +40,7 @@ def heatmap_png(cells: pl.DataFrame, metric: str) -> bytes:
     for m, a, v in cells.select("model", "arch", metric).iter_rows():
         if v is not None:
             grid[models.index(m), archs.index(a)] = v
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.0 + 0.75 * len(archs)), max(2.0, 1.2 + 0.45 * len(models))))
+    fig, ax = _subplots(figsize=(max(4.0, 1.0 + 0.75 * len(archs)), max(2.0, 1.2 + 0.45 * len(models))))
     if not models or not archs or np.isnan(grid).all():
         _no_data(ax, f"no cell has a {metric} value")
         return _png(fig)
@@ -57,7 +62,7 @@ def pareto_png(cells: pl.DataFrame, axis: str = "C_adj") -> bytes:
     ok = cells.filter(pl.col(axis).is_not_null() & pl.col("R").is_not_null())
     pts = list(zip(ok[axis].to_list(), ok["R"].to_list()))
     status = pareto(pts)
-    fig, ax = plt.subplots(figsize=(6.5, 5))
+    fig, ax = _subplots(figsize=(6.5, 5))
     if not pts:
         _no_data(ax, f"no cell has both {axis} and R")
         return _png(fig)
@@ -79,7 +84,7 @@ def pareto_png(cells: pl.DataFrame, axis: str = "C_adj") -> bytes:
 
 def km_curves_png(frame: pl.DataFrame, horizon: int) -> bytes:
     """Kaplan–Meier S(t) per model, pooling the model's trajectories over architectures."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = _subplots(figsize=(6.5, 4.5))
     if frame.is_empty():
         _no_data(ax, "no judged trajectory")
         return _png(fig)
@@ -90,7 +95,7 @@ def km_curves_png(frame: pl.DataFrame, horizon: int) -> bytes:
                                     g["censored_at"].to_list())
         ax.step(steps, np.concatenate([[1.0], s]), where="post", label=model)
     ax.set_xlabel("step t")
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))  # steps are whole numbers
+    whole_number_ticks(ax.xaxis)  # steps are whole numbers
     ax.set_ylabel("S(t): no contradiction yet")
     ax.set_ylim(0, 1.02)
     ax.set_title("Kaplan–Meier consistency survival per model")
@@ -117,7 +122,7 @@ def write_plots(cells: pl.DataFrame, frame: pl.DataFrame, horizon: int, out_dir:
 def cost_coverage_png(costs: pl.DataFrame) -> bytes:
     """Fig. 11: generation tokens per trajectory (x) against G (y), one point per cell."""
     cells = costs.filter(pl.col("row_kind") == "cell")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _subplots(figsize=(6, 4))
     for model in sorted(cells["model"].unique().to_list()):
         sub = cells.filter(pl.col("model") == model)
         ax.scatter(sub["tokens_per_trajectory"].to_list(), sub["G"].to_list(), label=model, s=24)
@@ -133,7 +138,7 @@ def cost_coverage_png(costs: pl.DataFrame) -> bytes:
 def precursor_png(audit: pl.DataFrame) -> bytes:
     """Table 3 (lower): share of first contradictions per possible precursor origin (scope all)."""
     rows = audit.filter((pl.col("row_kind") == "summary") & (pl.col("scope") == "all"))
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig, ax = _subplots(figsize=(6, 3))
     ax.barh(rows["origin"].to_list(), rows["pct"].fill_null(0).to_list(), color="#4c72b0")
     ax.set_xlabel("% of first contradictions")
     ax.invert_yaxis()
@@ -145,7 +150,7 @@ def family_models_png(source_family: pl.DataFrame) -> bytes:
     rows = source_family.filter(pl.col("row_kind") == "model_family")
     families = sorted(rows["source_family"].unique().to_list())
     models = sorted(rows["model"].unique().to_list())
-    fig, ax = plt.subplots(figsize=(1.5 + 0.6 * len(models) * max(len(families), 1) / 2, 3.5))
+    fig, ax = _subplots(figsize=(1.5 + 0.6 * len(models) * max(len(families), 1) / 2, 3.5))
     width = 0.8 / max(len(families), 1)
     for i, fam in enumerate(families):
         sub = {r["model"]: r for r in rows.filter(pl.col("source_family") == fam).iter_rows(named=True)}
@@ -169,7 +174,7 @@ def full_horizon_png(contrasts: pl.DataFrame) -> bytes:
     rows = contrasts.filter(pl.col("scope") == "group")
     groups = sorted(rows["model_group"].unique().to_list())
     names = list(dict.fromkeys(rows["contrast"].to_list()))
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3), sharey=True)
+    fig, axes = _subplots(1, 2, figsize=(9, 3), sharey=True)
     for ax, metric in zip(axes, ("delta_C", "delta_R")):
         width = 0.8 / max(len(groups), 1)
         for i, g in enumerate(groups):
