@@ -33,6 +33,7 @@ REPORT_FILE = "wse_status_report.json"  # in DAGSTER_HOME
 EVENT_INDEX = Path("history") / "runs" / "index.db"  # Dagster's SQLite event log: the asset-event index shard
 CODE_PATHS = ("wse_platform", "assets", "resources", "sql", "dbt_like_models", "data", "workspace.yaml")
 _FORMAT = 1
+MAX_FILES = 50_000  # beyond this many files to watch, every call computes in full
 
 
 def dagster_home(settings: Settings) -> Path:
@@ -88,10 +89,11 @@ def quick_key(settings: Settings, flags: Any = None) -> str | None:
     if not index.is_file():
         return None
     files: list[Path] = []
-    for rel in CODE_PATHS:
-        files.extend(_walk(REPO_ROOT / rel))
-    for p in _setting_paths(settings):
-        files.extend(_walk(p))
+    for root in [REPO_ROOT / rel for rel in CODE_PATHS] + _setting_paths(settings):
+        for p in _walk(root):
+            files.append(p)
+            if len(files) > MAX_FILES:  # e.g. a setting naming a huge folder: not worth it
+                return None
     if settings.source_file:
         files.append(Path(settings.source_file))
     wh = settings.warehouse
