@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, AssetSpec, MetadataValue
 
@@ -37,6 +38,7 @@ CONFIG_ASSETS = {
 CONFIG_TAG = "wse/config_asset"        # tag on the config AssetSpecs
 CONFIG_FILE_META = "config_file"       # definition metadata: the config file the fingerprints read
 DATA_VERSION_TAG = "dagster/data_version"  # the tag Dagster reads a materialization's data version from
+CHANGES_META, INPUTS_META = versions.CHANGES_META, versions.INPUTS_META
 
 
 def code_version(*files: str | Path) -> str:
@@ -95,19 +97,24 @@ def current_versions(key: str, settings: Settings, parts: BenchmarkPartitions | 
     return {pk: fp(settings, pk) for pk in pdef.get_partition_keys()} if pdef is not None else {}
 
 
-def recorded_versions(instance, key: AssetKey, partitioned: bool) -> dict[str | None, str | None]:
-    """The data version of the latest materialization of each partition (two queries per asset)."""
+def _latest_records(instance, key: AssetKey, partitioned: bool) -> dict[str | None, Any]:
+    """The latest materialization record of each partition (two queries per asset)."""
     from dagster import AssetRecordsFilter, DagsterEventType
 
     if not partitioned:
         res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
-        return {None: _version(res.records[0])} if res.records else {}
+        return {None: res.records[0]} if res.records else {}
     ids = instance.get_latest_storage_id_by_partition(key, DagsterEventType.ASSET_MATERIALIZATION)
     if not ids:
         return {}
     res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=list(ids.values())),
                                           limit=len(ids))
-    return {r.partition_key: _version(r) for r in res.records}
+    return {r.partition_key: r for r in res.records}
+
+
+def recorded_versions(instance, key: AssetKey, partitioned: bool) -> dict[str | None, str | None]:
+    """The data version of the latest materialization of each partition."""
+    return {pk: _version(r) for pk, r in _latest_records(instance, key, partitioned).items()}
 
 
 def _version(record) -> str | None:
@@ -115,14 +122,35 @@ def _version(record) -> str | None:
     return mat.tags.get(DATA_VERSION_TAG) if mat is not None and mat.tags else None
 
 
+def _inputs(record) -> list | None:
+    mat = record.asset_materialization if record is not None else None
+    value = mat.metadata.get(INPUTS_META) if mat is not None else None
+    data = getattr(value, "data", None)
+    return data if isinstance(data, list) else None
+
+
 def config_events(instance, spec: AssetSpec, settings: Settings | None = None) -> list[AssetMaterialization]:
-    """Runless materializations for the partitions of a config asset whose fingerprint changed."""
+    """Runless materializations for the partitions of a config asset whose fingerprint changed,
+    each with what it hashed (`inputs`) and, against the previous one, what changed."""
     s = settings or settings_for(_config_file(spec))
-    current = current_versions(spec.key.to_user_string(), s)
-    recorded = recorded_versions(instance, spec.key, spec.partitions_def is not None)
-    return [AssetMaterialization(asset_key=spec.key, partition=pk, tags={DATA_VERSION_TAG: v},
-                                 metadata={"fingerprint": v, "previous": recorded.get(pk) or "(none)"})
-            for pk, v in current.items() if recorded.get(pk) != v]
+    name = spec.key.to_user_string()
+    current = current_versions(name, s)
+    records = _latest_records(instance, spec.key, spec.partitions_def is not None)
+    fp = CONFIG_SOURCES[name][2]
+    events = []
+    for pk, v in current.items():
+        previous = records.get(pk)
+        if previous is not None and _version(previous) == v:
+            continue
+        _, inputs = versions.with_inputs(fp, s, pk)
+        changes = versions.describe_changes(_inputs(previous), inputs) if previous is not None else ["(first version)"]
+        events.append(AssetMaterialization(
+            asset_key=spec.key, partition=pk, tags={DATA_VERSION_TAG: v},
+            metadata={"fingerprint": v, "previous": (_version(previous) if previous else None) or "(none)",
+                      CHANGES_META: MetadataValue.md("\n".join(f"- {c}" for c in changes)),
+                      INPUTS_META: MetadataValue.json(inputs)}))
+    return events
+
 
 
 def _config_file(spec: AssetSpec) -> str | None:

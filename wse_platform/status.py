@@ -30,7 +30,9 @@ from pathlib import Path
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 
-from wse_platform.dagster_private import PARTITION_THRESHOLD, CachingStaleStatusResolver, StaleStatus
+from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, CachingStaleStatusResolver,
+                                          StaleStatus)
+from wse_platform.versions import CHANGES_META
 
 MISSING, STALE, INCOMPLETE, FRESH = "missing", "stale", "incomplete", "fresh"
 MAX_LISTED = 5  # upstream partitions named in one cause line
@@ -97,16 +99,30 @@ def _updated_after(instance: DagsterInstance, key: AssetKey, storage_id: int,
     return sorted({r.partition_key for r in res.records if r.partition_key in wanted})
 
 
-def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: str | None) -> list[str]:
+def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: str | None,
+                     instance: DagsterInstance | None = None) -> list[str]:
     out = []
     for c in resolver.get_stale_causes(key, pk):
         where = _label(c.dependency.asset_key, c.dependency.partition_key) if c.dependency else "code"
-        out.append(f"{where}: {c.reason}")
+        changed = recorded_changes(instance, c.dependency.asset_key, c.dependency.partition_key) \
+            if instance is not None and c.dependency else []
+        out.append(f"{where}: {c.reason}" + (f" ({'; '.join(changed)})" if changed else ""))
     return out
 
 
+def recorded_changes(instance: DagsterInstance, key: AssetKey, pk: str | None) -> list[str]:
+    """What the latest materialization of `key[pk]` says changed (config assets record it, see
+    `assets/versioning.py`), so a cause line names the edit, e.g. `ncp-gen › t_max: 1 → 2`."""
+    res = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, asset_partitions=[pk] if pk else None), limit=1)
+    mat = res.records[0].asset_materialization if res.records else None
+    value = mat.metadata.get(CHANGES_META) if mat is not None else None
+    text = getattr(value, "md_str", None)
+    return [line[2:] for line in text.splitlines() if line.startswith("- ")] if text else []
+
+
 STATUS_CACHE = "wse_status_cache.json"  # in DAGSTER_HOME
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 3  # 3: partitioned config assets checked here; cause lines name what changed
 
 
 def status_fingerprint(defs: Definitions, instance: DagsterInstance) -> str:
@@ -165,11 +181,17 @@ def _compute_status(defs: Definitions, instance: DagsterInstance) -> list[CellSt
         done = _materialized(instance, key, pdef is not None)
         parents = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
                    if graph.get(p).is_materializable]
+        external = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
+                    if graph.get(p).is_external and not graph.get(p).is_observable and graph.get(p).partitions_def]
         for pk in pks:
             if pk not in done:
                 status, causes = MISSING, []
             else:
                 status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents)
+                changed = [c for parent in external for c in _external_dep_changes(instance, graph, key, pk, parent)]
+                if changed and status != STALE:
+                    status, causes = STALE, []
+                causes += changed if status == STALE else []
             seen[(key, pk)] = status
             out.append(CellStatus(key.to_user_string(), pk, status, causes))
     return out
@@ -178,7 +200,7 @@ def _compute_status(defs: Definitions, instance: DagsterInstance) -> list[CellSt
 def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
                parents: list[AssetKey]) -> tuple[str, list[str]]:
     stale = resolver.get_status(key, pk) == StaleStatus.STALE
-    causes = _resolver_causes(resolver, key, pk) if stale else []
+    causes = _resolver_causes(resolver, key, pk, instance) if stale else []
     incomplete: list[str] = []
     sid: int | None = None
     for parent in parents:
@@ -205,6 +227,40 @@ def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
     if incomplete:
         return INCOMPLETE, incomplete
     return FRESH, []
+
+
+def _external_dep_changes(instance: DagsterInstance, graph, key: AssetKey, pk: str | None,
+                          parent: AssetKey) -> list[str]:
+    """Cause lines for partitions of a partitioned *external* parent (a config asset) that got a
+    new data version after the one `key[pk]` was built from.
+
+    Dagster's resolver reads an external dependency's later versions from observations only;
+    config assets record materializations (so the UI shows them as built, with their version),
+    so the resolver never sees this edge and it is checked here, the same way: the parent's
+    latest record after the storage id the provenance names, compared with the one it read."""
+    from wse_platform.dagster_private import extract_data_provenance_from_entry
+
+    rec = instance.get_latest_data_version_record(key, is_source=False, partition_key=pk)
+    prov = extract_data_provenance_from_entry(rec.event_log_entry) if rec is not None else None
+    if prov is None or parent not in prov.input_data_versions:
+        return []
+    cursor = prov.input_storage_ids.get(parent)
+    out = []
+    for ppk in parent_partitions(graph, key, pk, parent):
+        new = instance.get_latest_data_version_record(parent, is_source=False, partition_key=ppk, after_cursor=cursor)
+        if new is None:
+            continue
+        old = (instance.get_latest_data_version_record(parent, is_source=False, partition_key=ppk,
+                                                       before_cursor=cursor + 1) if cursor else None)
+        if _data_version(old) != _data_version(new):
+            changed = recorded_changes(instance, parent, ppk)
+            out.append(f"{_label(parent, ppk)}: has a new data version" + (f" ({'; '.join(changed)})" if changed else ""))
+    return out
+
+
+def _data_version(record) -> str | None:
+    mat = record.asset_materialization if record is not None else None
+    return (mat.tags or {}).get(DATA_VERSION_TAG) if mat is not None else None
 
 
 def with_descendants(defs: Definitions, cells: Iterable[tuple[AssetKey, str | None]],

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +44,77 @@ JUDGE_CODE = {
 }
 
 
+_CAPTURED: ContextVar[list | None] = ContextVar("wse_fingerprint_parts", default=None)
+MAX_CHANGES = 12  # lines in a "what changed" summary
+CHANGES_META = "changed"  # config asset materialization metadata: what changed since its previous version
+INPUTS_META = "inputs"    # ... and everything its fingerprint hashed (compared with the next version)
+_FP = re.compile(r"[0-9a-f]{16}")
+
+
 def fingerprint(*parts: Any) -> str:
+    captured = _CAPTURED.get()
+    if captured is not None:  # `with_inputs` is asking what was hashed
+        captured.append(json.loads(json.dumps(parts, sort_keys=True, default=str)))
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def with_inputs(version_fn: Callable[..., str], *args: Any) -> tuple[str, list]:
+    """`version_fn(*args)` and everything its fingerprints hashed (nested ones included), as JSON
+    values: recorded next to a config version so a later change can say what changed."""
+    token = _CAPTURED.set([])
+    try:
+        version = version_fn(*args)
+        parts = _CAPTURED.get() or []
+    finally:
+        _CAPTURED.reset(token)
+    return version, parts
+
+
+def _leaves(value: Any, path: tuple[str, ...], out: dict[tuple[str, ...], Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _leaves(v, (*path, str(k)), out)
+    elif isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        for i, v in enumerate(value):
+            _leaves(v, (*path, f"[{i}]"), out)
+    else:
+        out[path] = value
+
+
+def _flat(inputs: list) -> dict[tuple[str, ...], Any]:
+    out: dict[tuple[str, ...], Any] = {}
+    for parts in inputs:  # one list per fingerprint; its first part names it ("ncp-gen", ...)
+        tag = str(parts[0]) if parts and isinstance(parts[0], str) else "?"
+        for i, part in enumerate(parts[1:], start=1):
+            _leaves(part, (tag, f"[{i}]"), out)
+    return out
+
+
+def describe_changes(old: list | None, new: list) -> list[str]:
+    """Readable lines `fingerprint › key: old → new` for what differs between two `with_inputs`
+    records (at most MAX_CHANGES, then how many more)."""
+    if old is None:
+        return ["(the previous version did not record its inputs)"]
+    a, b = _flat(old), _flat(new)
+    lines: list[str] = []
+    for path in sorted(set(a) | set(b)):
+        old_v, new_v = a.get(path, "(absent)"), b.get(path, "(absent)")
+        if old_v == new_v:
+            continue
+        keys = [p for p in path[1:] if not p.startswith("[")]
+        if not keys and _FP.fullmatch(str(old_v)) and _FP.fullmatch(str(new_v)):
+            continue  # a nested fingerprint: its own inputs are listed under its name
+        line = f"{path[0]} › {'.'.join(keys[-2:]) or path[-1]}: {_short(old_v)} → {_short(new_v)}"
+        if line not in lines:  # e.g. one model playing two roles
+            lines.append(line)
+    more = len(lines) - MAX_CHANGES
+    return lines[:MAX_CHANGES] + ([f"... and {more} more"] if more > 0 else [])
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def file_hash(rel: str) -> str:

@@ -147,6 +147,28 @@ def test_noop_rerun_triggers_no_rebuild_and_llm_calls_is_marked_updated(tiny):
     assert daemon.tick() == {("llm_usage", None)}
 
 
+def test_cell_config_change_is_stale_for_materialize_and_requested_by_the_automation(tiny):
+    """A generation setting (wse.horizon) changes one cell's config asset: `wse status` /
+    `wse materialize --stale` see the cell stale (Dagster's resolver alone does not: it reads a
+    partitioned external asset's versions from observations only) and name the edit; the UI's
+    automation requests exactly the cell's generation assets first."""
+    from wse_platform.status import compute_status
+
+    defs, instance = _setup(tiny)
+    daemon = Daemon(defs, instance)
+    assert daemon.tick() == set()
+    before = _stale_set(defs, instance)
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    stale = _stale_set(defs, instance) - before
+    assert {("wse_trajectories", CELL), ("wse_trajectory_steps", CELL), ("wse_cell_metrics", None)} <= stale
+    causes = {(c.asset, c.partition): c.causes for c in compute_status(defs, instance)}
+    assert causes[("wse_trajectories", CELL)] == [
+        f"wse_cell_config[{CELL}]: has a new data version (wse-gen › horizon: 1 → 2)"]
+    # the config was recorded by `_stale_set` (as `wse status` does); the daemon's next tick
+    # asks for the generation cell, whose run then brings the rest (settled in the judge test)
+    assert daemon.tick() == {("wse_trajectories", CELL), ("wse_trajectory_steps", CELL)}
+
+
 def test_config_assets_show_as_materialized_with_their_version(tiny):
     from dagster import AssetKey
 

@@ -36,7 +36,8 @@ def test_answered_from_the_last_report_until_anything_changes(tiny, capsys, monk
     # the config changes: full check, and it sees the stale cells
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
     edited = _status(capsys)
-    assert CACHED not in edited and "stale" in edited.split("\n")[0]
+    assert CACHED not in edited and f"stale      wse_trajectories[{CELL}]" in edited.splitlines()
+    assert "(wse-gen › horizon: 1 → 2)" in edited  # the cause names the edit (config asset metadata)
     assert CACHED in _status(capsys)  # its own config observations are part of the state it saved
 
     # a file a setting names (a user prompt folder) changes

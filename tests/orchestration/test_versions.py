@@ -132,3 +132,23 @@ def test_plan_runs_a_fresh_generation_cell_never_for_its_stale_verdicts():
                  {AssetKey("gen"): ["b"], AssetKey("verdicts"): ["a", "b"], AssetKey("table"): None})
     assert [(sorted(k.to_user_string() for k in s.keys), s.partition_key) for s in steps] == [
         (["verdicts"], "a"), (["gen", "verdicts"], "b"), (["table"], None)]
+
+
+def test_a_config_change_is_described_by_what_it_changed(tmp_path):
+    """Issue 13: a stale cell's cause says what changed (the fingerprint's inputs are recorded)."""
+    base = load_settings(write_config(tmp_path))
+    t2 = base.model_copy(update={"ncp": base.ncp.model_copy(update={"t_max": 2})})
+    model = base.models["smollm2"]
+    retried = base.model_copy(update={"models": {**base.models, "smollm2": model.model_copy(update={"max_attempts": 3})}})
+    v1, before = versions.with_inputs(versions.ncp_cell_version, base, "smollm2", "baseline")
+    assert v1 == versions.ncp_cell_version(base, "smollm2", "baseline")  # recording does not change the version
+    v2, after = versions.with_inputs(versions.ncp_cell_version, t2, "smollm2", "baseline")
+    assert v2 != v1 and versions.describe_changes(before, after) == ["ncp-gen › t_max: 1 → 2"]
+    # a model used as narrator, player and in-loop auditor: one line per fingerprint, nested hashes left out
+    _, other = versions.with_inputs(versions.ncp_cell_version, retried, "smollm2", "baseline")
+    assert versions.describe_changes(before, other) == ["ncp-auditor › max_attempts: 1 → 3",
+                                                        "ncp-gen › max_attempts: 1 → 3"]
+    assert versions.describe_changes(None, after) == ["(the previous version did not record its inputs)"]
+    many = [["x", {f"k{i}": i for i in range(20)}]]
+    lines = versions.describe_changes(many, [["x", {f"k{i}": i + 1 for i in range(20)}]])
+    assert len(lines) == versions.MAX_CHANGES + 1 and lines[-1] == "... and 8 more"
