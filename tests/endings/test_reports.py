@@ -371,5 +371,6 @@ def test_report_assets_write_table3_rubric_n_and_fig7_from_the_warehouse(tmp_pat
     assert set(crit["reference_set_key"].to_list()) == {"human:pd"}
     mats = {e.asset_key.to_user_string(): e for e in result.get_asset_materialization_events()}
     meta = mats["endings_rubric_criteria"].materialization.metadata
-    assert meta["rubric_criteria_bars"].value.endswith("rubric_criteria.png")
+    assert meta["rubric_criteria_bars_file"].value.endswith("rubric_criteria.png")
+    assert meta["rubric_criteria_bars"].value.startswith("![rubric_criteria_bars](http://127.0.0.1:")  # inline
     assert (settings.artifacts / "endings" / "bars" / "rubric_criteria.png").read_bytes()[:4] == b"\x89PNG"

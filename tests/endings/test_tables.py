@@ -281,7 +281,8 @@ def test_assets_build_the_tables_from_the_warehouse(tmp_path):
     # per-corpus bar plots (paper Figs. 8-10) in the corpus table's metadata
     corpus_meta = mats["endings_corpus_tension"].materialization.metadata
     for name in ("no_rate_bars", "inflection_bars", "retention_bars"):
-        assert corpus_meta[name].value.endswith(f"{name}.png")
+        assert corpus_meta[f"{name}_file"].value.endswith(f"{name}.png")
+        assert corpus_meta[name].value.startswith(f"![{name}](http://127.0.0.1:")  # inline on the Overview
         assert (settings.artifacts / "endings" / "bars" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
