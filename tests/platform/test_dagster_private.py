@@ -28,3 +28,30 @@ def test_no_other_module_imports_dagster_private_modules():
             if re.search(r"^\s*(from|import)\s+dagster\._", path.read_text(encoding="utf-8"), flags=re.MULTILINE):
                 offenders.append(str(path.relative_to(REPO)))
     assert not offenders, f"private Dagster imports outside the adapter: {offenders}"
+
+
+def test_dagster_still_has_no_asset_level_staleness_for_partitioned_assets():
+    """Why the UI's "Materialize unsynced" skips stale cells (README, "What the UI shows"): its
+    dialog asks each asset's stale status without a partition, and Dagster answers FRESH for a
+    partitioned asset while a partition is STALE. When this fails, Dagster has changed that:
+    revisit the README paragraph and the issue-13 note."""
+    from dagster import StaticPartitionsDefinition, asset, instance_for_test, materialize
+
+    from wse_platform.dagster_private import AssetGraph
+    from wse_platform.status import _resolver
+
+    parts = StaticPartitionsDefinition(["a", "b"])
+
+    def cell(version: str):
+        @asset(partitions_def=parts, code_version=version, name="cell")
+        def _cell() -> int:
+            return 1
+        return _cell
+
+    with instance_for_test() as instance:
+        for pk in ("a", "b"):
+            materialize([cell("1")], partition_key=pk, instance=instance)
+        resolver = _resolver(AssetGraph.from_assets([cell("2")]), instance)  # new code: both partitions stale
+        from dagster import AssetKey
+        assert str(resolver.get_status(AssetKey("cell"), "a")).endswith("STALE")
+        assert str(resolver.get_status(AssetKey("cell"), None)).endswith("FRESH")
