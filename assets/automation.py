@@ -69,13 +69,33 @@ def rebuild_condition() -> AutomationCondition:
     ).with_label("rebuild when an input, the code or the config changed")
 
 
+def no_calls_being_added() -> AutomationCondition:
+    """No LLM asset (an upstream of `llm_calls`) is running or requested in this tick.
+
+    For what reads the external `llm_calls` table (`llm_usage`): its trigger ("`llm_calls` got a
+    new version") is consumed when it is materialized, so if it ran *alongside* an LLM run (e.g.
+    a cell's re-audit requested in the same tick as `llm_usage`), the calls that run added after
+    `llm_usage` read the table never triggered it again and it stayed out of date. Waiting until
+    no LLM asset runs or is about to run closes that race."""
+    busy = AutomationCondition.in_progress() | AutomationCondition.will_be_requested()
+    return (~AutomationCondition.any_deps_match(AutomationCondition.any_deps_match(busy))).with_label(
+        "no LLM asset running or requested")
+
+
 def with_automation(objs: list) -> list:
-    """Every materializable asset gets `rebuild_condition()` (checks and external assets unchanged)."""
+    """Every materializable asset gets `rebuild_condition()` (checks and external assets unchanged);
+    one that reads `llm_calls` also waits for `no_calls_being_added()`."""
     cond = rebuild_condition()
+    reads_calls = cond & no_calls_being_added()
+    calls = AssetKey("llm_calls")
+
+    def condition(spec):
+        return reads_calls if any(d.asset_key == calls for d in spec.deps) else cond
+
     out = []
     for o in objs:
         if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition) and o.is_materializable:
-            o = o.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=cond))
+            o = o.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=condition(spec)))
         out.append(o)
     return out
 

@@ -81,8 +81,8 @@ def edited_copy(config: str, edit: str) -> str:
     for part in parents:
         node = node.setdefault(part, {})
     node[leaf] = yaml.safe_load(value)
-    for corpus in (raw.get("endings") or {}).get("corpora") or []:  # inputs stay where they were
-        corpus["path"] = str(settings.resolve_path(corpus["path"]))
+    # relative input paths are left as written (they are part of some fingerprints): from the temp
+    # folder they fall back to the repository's shipped data, so only the edit changes a version
     copy = tmp / "wse.yaml"  # relative input paths fall back to the repository's shipped data
     copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     print(f"copied {out} to {tmp / out.name}; edited {dotted} = {value} in {copy}")

@@ -152,3 +152,57 @@ def test_a_config_change_is_described_by_what_it_changed(tmp_path):
     many = [["x", {f"k{i}": i for i in range(20)}]]
     lines = versions.describe_changes(many, [["x", {f"k{i}": i + 1 for i in range(20)}]])
     assert len(lines) == versions.MAX_CHANGES + 1 and lines[-1] == "... and 8 more"
+
+
+def test_llm_usage_waits_until_no_llm_asset_runs_or_is_requested():
+    """Issue 13 (`llm_usage` never silently out of date), seen live under `wse ui`: a cell's
+    re-audit and `llm_usage` were requested in the same tick, ran side by side, and the calls the
+    re-audit added after `llm_usage` read the table never triggered it again."""
+    from dagster import (AssetMaterialization, AssetSpec, DataVersion, evaluate_automation_conditions,
+                         instance_for_test)
+
+    from assets.automation import with_automation
+
+    state = {"gen": "1"}
+
+    @asset(kinds={"llm"})
+    def gen() -> MaterializeResult:
+        return MaterializeResult(data_version=DataVersion(state["gen"]))
+
+    @asset(deps=[gen], kinds={"llm"})
+    def judge() -> MaterializeResult:
+        return MaterializeResult(data_version=DataVersion(state["gen"]))
+
+    calls = AssetSpec("llm_calls", deps=[gen, judge])
+
+    @asset(deps=[calls])
+    def llm_usage() -> MaterializeResult:
+        return MaterializeResult(data_version=DataVersion("u"))
+
+    objs = with_automation([gen, judge, calls, llm_usage])
+    defs = Definitions(assets=objs)
+    from dagster import materialize
+
+    def llm_step(asset_def, version):
+        materialize([asset_def], instance=instance, selection=[asset_def.key])
+        instance.report_runless_asset_event(AssetMaterialization("llm_calls", tags={"dagster/data_version": version}))
+
+    def tick():
+        nonlocal cursor
+        result = evaluate_automation_conditions(defs, instance, cursor=cursor)
+        cursor = result.cursor
+        return {k.to_user_string() for k in (AssetKey("gen"), AssetKey("judge"), AssetKey("llm_usage"))
+                if result.get_num_requested(k)}
+
+    with instance_for_test() as instance:
+        cursor = None
+        plain = {o.key.to_user_string(): o for o in objs if hasattr(o, "key") and o.key.to_user_string() != "llm_calls"}
+        llm_step(plain["gen"], "c1")
+        llm_step(plain["judge"], "c2")
+        materialize([plain["llm_usage"]], instance=instance, selection=["llm_usage"])
+        assert tick() == set()
+        state["gen"] = "2"  # the cell is regenerated: new data, new calls
+        llm_step(plain["gen"], "c3")
+        assert tick() == {"judge"}  # not llm_usage: the judge is about to add calls
+        llm_step(plain["judge"], "c4")
+        assert tick() == {"llm_usage"}
