@@ -54,15 +54,19 @@ TRIGGER_TAG = "wse/trigger"
 AUTOMATION_SENSOR = "wse_automation"
 
 
-def rebuild_condition() -> AutomationCondition:
-    """Like Dagster's `eager()`, but a dependency counts as updated only when its data version
-    changed (a no-op rebuild upstream triggers nothing), and a code change counts too."""
+def _rebuild_trigger() -> AutomationCondition:
     changed_input = AutomationCondition.any_deps_match(
         AutomationCondition.data_version_changed()).with_label("an input's data version changed")
     code_changed = AutomationCondition.code_version_changed().with_label("code version changed")
     newly_missing = AutomationCondition.newly_missing().with_label("newly missing")
+    return newly_missing | changed_input | code_changed
+
+
+def rebuild_condition() -> AutomationCondition:
+    """Like Dagster's `eager()`, but a dependency counts as updated only when its data version
+    changed (a no-op rebuild upstream triggers nothing), and a code change counts too."""
     return (
-        (newly_missing | changed_input | code_changed).since_last_handled()
+        _rebuild_trigger().since_last_handled()
         & ~AutomationCondition.any_deps_missing()
         & ~AutomationCondition.any_deps_in_progress()
         & ~AutomationCondition.in_progress()
@@ -70,16 +74,19 @@ def rebuild_condition() -> AutomationCondition:
 
 
 def no_calls_being_added() -> AutomationCondition:
-    """No LLM asset (an upstream of `llm_calls`) is running or requested in this tick.
+    """No LLM asset (an upstream of `llm_calls`) is running or about to be requested this tick.
 
     For what reads the external `llm_calls` table (`llm_usage`): its trigger ("`llm_calls` got a
     new version") is consumed when it is materialized, so if it ran *alongside* an LLM run (e.g.
     a cell's re-audit requested in the same tick as `llm_usage`), the calls that run added after
     `llm_usage` read the table never triggered it again and it stayed out of date. Waiting until
     no LLM asset runs or is about to run closes that race."""
-    busy = AutomationCondition.in_progress() | AutomationCondition.will_be_requested()
+    # Not `will_be_requested()`: it only counts assets that could run in the same run (same
+    # partitions), and the LLM cells are partitioned while `llm_usage` is not. An LLM asset whose
+    # own trigger fired this tick is about to be requested (or waits on something running).
+    busy = AutomationCondition.in_progress() | _rebuild_trigger()
     return (~AutomationCondition.any_deps_match(AutomationCondition.any_deps_match(busy))).with_label(
-        "no LLM asset running or requested")
+        "no LLM asset running or about to be requested")
 
 
 def with_automation(objs: list) -> list:

@@ -154,22 +154,25 @@ def test_a_config_change_is_described_by_what_it_changed(tmp_path):
     assert len(lines) == versions.MAX_CHANGES + 1 and lines[-1] == "... and 8 more"
 
 
-def test_llm_usage_waits_until_no_llm_asset_runs_or_is_requested():
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_llm_usage_waits_until_no_llm_asset_runs_or_is_requested(partitioned):
     """Issue 13 (`llm_usage` never silently out of date), seen live under `wse ui`: a cell's
     re-audit and `llm_usage` were requested in the same tick, ran side by side, and the calls the
-    re-audit added after `llm_usage` read the table never triggered it again."""
+    re-audit added after `llm_usage` read the table never triggered it again. The LLM cells are
+    partitioned, `llm_usage` is not (Dagster's `will_be_requested` does not see across that)."""
     from dagster import (AssetMaterialization, AssetSpec, DataVersion, evaluate_automation_conditions,
                          instance_for_test)
 
     from assets.automation import with_automation
 
     state = {"gen": "1"}
+    cells = StaticPartitionsDefinition(["B1|m"]) if partitioned else None
 
-    @asset(kinds={"llm"})
+    @asset(kinds={"llm"}, partitions_def=cells)
     def gen() -> MaterializeResult:
         return MaterializeResult(data_version=DataVersion(state["gen"]))
 
-    @asset(deps=[gen], kinds={"llm"})
+    @asset(deps=[gen], kinds={"llm"}, partitions_def=cells)
     def judge() -> MaterializeResult:
         return MaterializeResult(data_version=DataVersion(state["gen"]))
 
@@ -184,7 +187,8 @@ def test_llm_usage_waits_until_no_llm_asset_runs_or_is_requested():
     from dagster import materialize
 
     def llm_step(asset_def, version):
-        materialize([asset_def], instance=instance, selection=[asset_def.key])
+        materialize([asset_def], instance=instance, selection=[asset_def.key],
+                    partition_key="B1|m" if partitioned else None)
         instance.report_runless_asset_event(AssetMaterialization("llm_calls", tags={"dagster/data_version": version}))
 
     def tick():
