@@ -32,6 +32,7 @@ def test_answered_from_the_last_report_until_anything_changes(tiny, capsys, monk
         again = _status(capsys)
     assert again.startswith(first.rsplit("(", 1)[0]) and CACHED in again  # same report, said to be cached
     assert CACHED not in _status(capsys, "--all")  # another flag, another report
+    assert CACHED not in _status(capsys, "--full")  # asked to check in full
 
     # the config changes: full check, and it sees the stale cells
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
