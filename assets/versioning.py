@@ -29,6 +29,8 @@ from assets.partitions import BenchmarkPartitions, build_partitions, cell_of
 from resources.settings import settings_for
 from wse_platform import versions
 from wse_platform.config import Settings
+from wse_platform.dagster_private import DATA_VERSION_TAG
+from wse_platform.status import record_data_version
 
 CONFIG_ASSETS = {
     "wse": ("wse_cell_config", "wse_judge_config"),
@@ -37,7 +39,6 @@ CONFIG_ASSETS = {
 }
 CONFIG_TAG = "wse/config_asset"        # tag on the config AssetSpecs
 CONFIG_FILE_META = "config_file"       # definition metadata: the config file the fingerprints read
-DATA_VERSION_TAG = "dagster/data_version"  # the tag Dagster reads a materialization's data version from
 CHANGES_META, INPUTS_META = versions.CHANGES_META, versions.INPUTS_META
 
 
@@ -112,16 +113,6 @@ def _latest_records(instance, key: AssetKey, partitioned: bool) -> dict[str | No
     return {r.partition_key: r for r in res.records}
 
 
-def recorded_versions(instance, key: AssetKey, partitioned: bool) -> dict[str | None, str | None]:
-    """The data version of the latest materialization of each partition."""
-    return {pk: _version(r) for pk, r in _latest_records(instance, key, partitioned).items()}
-
-
-def _version(record) -> str | None:
-    mat = record.asset_materialization
-    return mat.tags.get(DATA_VERSION_TAG) if mat is not None and mat.tags else None
-
-
 def _inputs(record) -> list | None:
     mat = record.asset_materialization if record is not None else None
     value = mat.metadata.get(INPUTS_META) if mat is not None else None
@@ -140,13 +131,13 @@ def config_events(instance, spec: AssetSpec, settings: Settings | None = None) -
     events = []
     for pk, v in current.items():
         previous = records.get(pk)
-        if previous is not None and _version(previous) == v:
+        if previous is not None and record_data_version(previous) == v:
             continue
         _, inputs = versions.with_inputs(fp, s, pk)
         changes = versions.describe_changes(_inputs(previous), inputs) if previous is not None else ["(first version)"]
         events.append(AssetMaterialization(
             asset_key=spec.key, partition=pk, tags={DATA_VERSION_TAG: v},
-            metadata={"fingerprint": v, "previous": (_version(previous) if previous else None) or "(none)",
+            metadata={"fingerprint": v, "previous": record_data_version(previous) or "(none)",
                       CHANGES_META: MetadataValue.md("\n".join(f"- {c}" for c in changes)),
                       INPUTS_META: MetadataValue.json(inputs)}))
     return events

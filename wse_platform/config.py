@@ -537,6 +537,11 @@ class Settings(_Strict):
         return resolved
 
     @property
+    def dagster_home(self) -> Path:
+        """The Dagster instance every `wse` command uses: $DAGSTER_HOME, else next to the warehouse."""
+        return Path(os.environ.get("DAGSTER_HOME") or self.warehouse.parent / "dagster_home")
+
+    @property
     def warehouse(self) -> Path:
         return self.resolve_path(os.environ.get("WSE_WAREHOUSE", self.warehouse_path), output=True)
 

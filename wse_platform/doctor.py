@@ -82,7 +82,7 @@ def _writable(directory: Path) -> str | None:
 
 def check_paths(settings: "Settings") -> list[Check]:
     out = []
-    home = Path(os.environ.get("DAGSTER_HOME") or settings.warehouse.parent / "dagster_home")
+    home = settings.dagster_home
     problem = _writable(home)
     out.append(Check(FAIL, "dagster home", f"{home} not writable ({problem})", "set DAGSTER_HOME to a writable folder")
                if problem else Check(OK, "dagster home", str(home)))

@@ -54,7 +54,7 @@ run_coordinator:
 
 def ensure_dagster_home(settings: Settings) -> Path:
     """Point $DAGSTER_HOME at a persistent instance (next to the warehouse) unless already set."""
-    home = Path(os.environ.get("DAGSTER_HOME") or settings.warehouse.parent / "dagster_home")
+    home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     cfg = home / "dagster.yaml"
@@ -88,7 +88,7 @@ def get_instance(settings: Settings) -> DagsterInstance:
 
     from dagster import AssetKey
 
-    home = Path(os.environ.get("DAGSTER_HOME") or settings.warehouse.parent / "dagster_home")
+    home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     with FileLock(str(home / ".wse-instance.lock"), timeout=300):
         ensure_dagster_home(settings)  # dagster.yaml is (re)written under the lock too

@@ -106,8 +106,13 @@ def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: st
         where = _label(c.dependency.asset_key, c.dependency.partition_key) if c.dependency else "code"
         changed = recorded_changes(instance, c.dependency.asset_key, c.dependency.partition_key) \
             if instance is not None and c.dependency else []
-        out.append(f"{where}: {c.reason}" + (f" ({'; '.join(changed)})" if changed else ""))
+        out.append(_cause(f"{where}: {c.reason}", changed))
     return out
+
+
+def _cause(line: str, changed: list[str]) -> str:
+    """A cause line, followed by what the dependency's version says changed, if it says."""
+    return line + (f" ({'; '.join(changed)})" if changed else "")
 
 
 def recorded_changes(instance: DagsterInstance, key: AssetKey, pk: str | None) -> list[str]:
@@ -187,20 +192,20 @@ def _compute_status(defs: Definitions, instance: DagsterInstance) -> list[CellSt
             if pk not in done:
                 status, causes = MISSING, []
             else:
-                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents)
-                changed = [c for parent in external for c in _external_dep_changes(instance, graph, key, pk, parent)]
-                if changed and status != STALE:
-                    status, causes = STALE, []
-                causes += changed if status == STALE else []
+                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
             seen[(key, pk)] = status
             out.append(CellStatus(key.to_user_string(), pk, status, causes))
     return out
 
 
 def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
-               parents: list[AssetKey]) -> tuple[str, list[str]]:
+               parents: list[AssetKey], external: list[AssetKey]) -> tuple[str, list[str]]:
     stale = resolver.get_status(key, pk) == StaleStatus.STALE
     causes = _resolver_causes(resolver, key, pk, instance) if stale else []
+    for parent in external:  # partitioned config assets: an edge the resolver does not check
+        changed = _external_dep_changes(instance, graph, key, pk, parent)
+        stale = stale or bool(changed)
+        causes += changed
     incomplete: list[str] = []
     sid: int | None = None
     for parent in parents:
@@ -252,13 +257,13 @@ def _external_dep_changes(instance: DagsterInstance, graph, key: AssetKey, pk: s
             continue
         old = (instance.get_latest_data_version_record(parent, is_source=False, partition_key=ppk,
                                                        before_cursor=cursor + 1) if cursor else None)
-        if _data_version(old) != _data_version(new):
-            changed = recorded_changes(instance, parent, ppk)
-            out.append(f"{_label(parent, ppk)}: has a new data version" + (f" ({'; '.join(changed)})" if changed else ""))
+        if record_data_version(old) != record_data_version(new):
+            out.append(_cause(f"{_label(parent, ppk)}: has a new data version", recorded_changes(instance, parent, ppk)))
     return out
 
 
-def _data_version(record) -> str | None:
+def record_data_version(record) -> str | None:
+    """The data version a materialization record carries (None without a record or a version)."""
     mat = record.asset_materialization if record is not None else None
     return (mat.tags or {}).get(DATA_VERSION_TAG) if mat is not None else None
 

@@ -36,11 +36,6 @@ _FORMAT = 1
 MAX_FILES = 50_000  # beyond this many files to watch, every call computes in full
 
 
-def dagster_home(settings: Settings) -> Path:
-    """The instance folder every `wse` command uses ($DAGSTER_HOME, else next to the warehouse)."""
-    return Path(os.environ.get("DAGSTER_HOME") or settings.warehouse.parent / "dagster_home")
-
-
 def _walk(path: Path) -> Iterator[Path]:
     if path.is_file():
         yield path
@@ -84,7 +79,7 @@ def _setting_paths(settings: Settings) -> list[Path]:
 
 def quick_key(settings: Settings, flags: Any = None) -> str | None:
     """The hash described above; None when the instance has no event index shard to watch."""
-    home = dagster_home(settings)
+    home = settings.dagster_home
     index = home / EVENT_INDEX
     if not index.is_file():
         return None
@@ -113,7 +108,7 @@ def cached_report(settings: Settings, key: str | None) -> tuple[str, str] | None
     if key is None:
         return None
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        data = json.loads((dagster_home(settings) / REPORT_FILE).read_text(encoding="utf-8"))
+        data = json.loads((settings.dagster_home / REPORT_FILE).read_text(encoding="utf-8"))
         if data["key"] == key:
             return str(data["text"]), str(data["at"])
     return None
@@ -122,7 +117,7 @@ def cached_report(settings: Settings, key: str | None) -> tuple[str, str] | None
 def save_report(settings: Settings, key: str | None, text: str) -> None:
     if key is None:
         return
-    path = dagster_home(settings) / REPORT_FILE
+    path = settings.dagster_home / REPORT_FILE
     with contextlib.suppress(OSError):
         tmp = path.with_name(f".{REPORT_FILE}.{os.getpid()}")
         at = time.strftime("%Y-%m-%d %H:%M:%S")

@@ -52,11 +52,11 @@ _FP = re.compile(r"[0-9a-f]{16}")
 
 
 def fingerprint(*parts: Any) -> str:
+    blob = json.dumps(parts, sort_keys=True, default=str)
     captured = _CAPTURED.get()
     if captured is not None:  # `with_inputs` is asking what was hashed
-        captured.append(json.loads(json.dumps(parts, sort_keys=True, default=str)))
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
+        captured.append(json.loads(blob))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def with_inputs(version_fn: Callable[..., str], *args: Any) -> tuple[str, list]:

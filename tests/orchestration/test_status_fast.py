@@ -76,7 +76,7 @@ def test_a_cached_answer_does_not_import_dagster(tiny):
 
 def test_a_broken_report_file_is_ignored(config_file, tmp_path):
     settings = load_settings(str(config_file))
-    home = status_report.dagster_home(settings)
+    home = settings.dagster_home
     assert status_report.quick_key(settings) is None  # no event index yet: no key, always a full check
     (home / status_report.EVENT_INDEX).parent.mkdir(parents=True)
     (home / status_report.EVENT_INDEX).write_bytes(b"")
