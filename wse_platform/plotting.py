@@ -1,10 +1,23 @@
 """Small figure conventions shared by every benchmark's plots (issue 13): a visible "no data" note
 instead of empty axes, and whole-number ticks on axes that count things (turns, steps, positions).
 
-Only `Axes`/`Axis` calls (no pyplot, nothing imported at module load), so the pyplot-based WSE/NCP
-modules and the thread-safe Agg `Figure` modules of 100-Endings can all use it.
+Nothing from matplotlib is imported at module load: the asset definitions import the plot
+modules, and `wse status` should not pay ~1.5 s for a library it does not use. `new_figure` gives
+the standalone (pyplot-free, thread-safe) Figure the WSE-bench and 100-Endings modules draw on.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+def new_figure(**kw) -> Figure:
+    """A standalone Figure (no pyplot state: nothing to close); matplotlib imported on first use."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kw)
 
 
 def no_data_note(ax, what: str, hide_axes: bool = True) -> None:

@@ -11,25 +11,16 @@ import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from wse_platform.metrics.endings import StoryTension, story_tension
-from wse_platform.plotting import no_data_note, whole_number_ticks
+from wse_platform.plotting import new_figure, no_data_note, whole_number_ticks
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
-
-
-def new_figure(**kw) -> Figure:
-    """A standalone Agg Figure. matplotlib is imported here, not at module load: the asset
-    definitions import this module and `wse status` should not pay for a library it does not use."""
-    from matplotlib.figure import Figure
-
-    return Figure(**kw)
 
 MARK_MAX_ANGLE = 60.0
 NO_CURVE = "no forecasting positions with verdicts (no no-rate curve)"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
-from wse_platform.endings.plots import _save, new_figure
-from wse_platform.plotting import no_data_note
+from wse_platform.endings.plots import _save
+from wse_platform.plotting import new_figure, no_data_note
 
 
 def _no_data(path: Path, title: str, what: str) -> Path:

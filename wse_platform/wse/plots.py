@@ -12,17 +12,13 @@ import polars as pl
 
 from wse_platform.config import WSE_ARCHITECTURES
 from wse_platform.metrics.wse import consistency_curve, pareto
+from wse_platform.plotting import new_figure, whole_number_ticks
 from wse_platform.plotting import no_data_note as _no_data
-from wse_platform.plotting import whole_number_ticks
 
 
 def _subplots(*grid, figsize, **kw):
-    """A standalone Figure (no pyplot state: thread-safe, nothing to close) and its axes.
-    matplotlib is imported here, not at module load: the asset definitions import this module,
-    and `wse status` should not pay ~1.5 s for a library it does not use."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=figsize)
+    """A standalone Figure (`plotting.new_figure`) and its axes, like `plt.subplots`."""
+    fig = new_figure(figsize=figsize)
     return fig, fig.subplots(*grid, **kw)
 
 
