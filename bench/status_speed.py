@@ -29,8 +29,8 @@ import pstats
 import re
 import shutil
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,7 +83,7 @@ def edited_copy(config: str, edit: str) -> str:
     node[leaf] = yaml.safe_load(value)
     # relative input paths are left as written (they are part of some fingerprints): from the temp
     # folder they fall back to the repository's shipped data, so only the edit changes a version
-    copy = tmp / "wse.yaml"  # relative input paths fall back to the repository's shipped data
+    copy = tmp / "wse.yaml"
     copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     print(f"copied {out} to {tmp / out.name}; edited {dotted} = {value} in {copy}")
     return str(copy)
