@@ -191,8 +191,16 @@ def cmd_ui(args) -> int:
            "-p", str(args.port)]
     server = _start_plot_server(settings)
     print("running:", " ".join(cmd))
+    proc = subprocess.Popen(cmd, env=env, cwd=root)
     try:
-        return subprocess.call(cmd, env=env, cwd=root)
+        return proc.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached `dagster dev` too (same process group): let it stop its services
+        try:
+            proc.wait(timeout=60)
+        except (KeyboardInterrupt, subprocess.TimeoutExpired):  # a second Ctrl-C, or it hangs: stop it now
+            proc.kill()
+        print("\nwse ui: stopped", file=sys.stderr)
+        return 130
     finally:
         if server is not None:
             server.shutdown()

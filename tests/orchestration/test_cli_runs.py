@@ -89,7 +89,14 @@ def test_wse_ui_in_a_folder_with_its_own_config_uses_that_config(tmp_path, monke
     monkeypatch.delenv("WSE_CONFIG", raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
     seen = {}
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env, cwd: seen.update(env=env, cwd=cwd) or 0)
+    class FakeDagsterDev:
+        def __init__(self, cmd, env, cwd):
+            seen.update(env=env, cwd=cwd)
+
+        def wait(self, timeout=None):
+            return 0
+
+    monkeypatch.setattr(cli.subprocess, "Popen", FakeDagsterDev)
     assert cli.main(["ui"]) == 0
     # dagster dev runs in the repository; the code location must still read ./wse.yaml of this folder
     assert seen["env"]["WSE_CONFIG"] == str(cfg.resolve())

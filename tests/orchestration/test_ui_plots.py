@@ -77,18 +77,28 @@ def test_plot_server_serves_published_pngs_only(tmp_path):
         server.shutdown()
 
 
-def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch):
-    """`wse ui` serves the plots for as long as `dagster dev` runs; a taken port is a note, not an error."""
+def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch, capsys):
+    """`wse ui` serves the plots for as long as `dagster dev` runs, and stops both on Ctrl-C
+    without a traceback (exit 130); a taken port is a note, not an error."""
     from wse_platform import cli
 
     s = load_settings(str(config_file))
     name = plot_server.publish(_png(config_file.parent, "p.png", "red"), s.artifacts)
     seen = {}
 
-    def fake_dagster_dev(cmd, env, cwd):
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=10) as r:
-            seen["status"] = r.status
-        return 0
+    class FakeDagsterDev:  # `dagster dev` that is interrupted by Ctrl-C, then shuts down
+        def __init__(self, cmd, env, cwd):
+            seen["cmd"] = cmd
+
+        def wait(self, timeout=None):
+            if "status" not in seen:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=10) as r:
+                    seen["status"] = r.status
+                raise KeyboardInterrupt
+            return 0
+
+        def kill(self):
+            seen["killed"] = True
 
     import socket
     with socket.socket() as sock:  # a free port for this test
@@ -96,9 +106,10 @@ def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch)
         port = sock.getsockname()[1]
     cfg = config_file.read_text() + f"\nplots_port: {port}\n"
     config_file.write_text(cfg)
-    monkeypatch.setattr(cli.subprocess, "call", fake_dagster_dev)
-    assert cli.main(["--config", str(config_file), "ui"]) == 0
-    assert seen == {"status": 200}
+    monkeypatch.setattr(cli.subprocess, "Popen", FakeDagsterDev)
+    assert cli.main(["--config", str(config_file), "ui"]) == 130
+    assert seen["status"] == 200 and "dagster" in seen["cmd"] and "killed" not in seen
+    assert "wse ui: stopped" in capsys.readouterr().err
     with pytest.raises(urllib.error.URLError):  # stopped with the UI
         urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=2)
 
