@@ -155,7 +155,7 @@ def _full_status(args, settings) -> int:
     observe_sources(defs, instance)
     flags = {"all": args.all}
     key = status_report.quick_key(settings, flags)  # after observing: the state this report describes
-    rows = compute_status(defs, instance, only_problems=not args.all)
+    rows = compute_status(defs, instance, only_problems=not args.all, refresh=getattr(args, "full", False))
     lines: list[str] = []
     for r in rows:
         where = f"[{r.partition}]" if r.partition else ""
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("status", help="list stale and missing cells with causes")
     p.add_argument("--all", action="store_true", help="also list fresh ones")
     p.add_argument("--full", action="store_true",
-                   help="check in full even when nothing it reads changed since the last check")
+                   help="ask Dagster about every asset again, ignoring the saved report and results")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("sql", help="read-only SQL against the warehouse")

@@ -115,7 +115,7 @@ def main(args, materialize, status=None) -> int:
     rc = materialize(args)
     if status is not None:  # so the `wse status` suggested below answers at once (see status_report)
         with contextlib.redirect_stdout(io.StringIO()):
-            status(argparse.Namespace(**{**vars(args), "all": False}), settings)
+            status(argparse.Namespace(**{**vars(args), "all": False, "full": False}), settings)
     show_results(settings, flag)
     took = time.perf_counter() - t0
     print(f"\ndemo finished in {took // 60:.0f} min {took % 60:.0f} s ({'ok' if rc == 0 else 'with failures'})")

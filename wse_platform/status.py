@@ -15,13 +15,12 @@ Statuses:
 
 Cost: the resolver is only asked about materialized partitions (one query per asset lists
 them); never-materialized partitions are ``missing`` without further queries. The result is
-cached in DAGSTER_HOME until a new event is recorded or the definitions change
-(``status_fingerprint``), so repeated `wse status` calls skip the resolver.
+kept in DAGSTER_HOME and the next call recomputes only the assets with a new event or a new
+definition, and what is downstream of them (``compute_status``).
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Iterable
@@ -127,52 +126,103 @@ def recorded_changes(instance: DagsterInstance, key: AssetKey, pk: str | None) -
 
 
 STATUS_CACHE = "wse_status_cache.json"  # in DAGSTER_HOME
-_CACHE_FORMAT = 3  # 3: partitioned config assets checked here; cause lines name what changed
+_CACHE_FORMAT = 4  # 4: per-asset marks, recomputed incrementally
 
 
-def status_fingerprint(defs: Definitions, instance: DagsterInstance) -> str:
-    """Everything a status depends on: the newest event in the instance (any materialization or
-    observation, including a config source's new version, moves it) and, per materializable
-    asset, its code version, partitions and parents (what the definitions say)."""
-    graph = defs.resolve_asset_graph()
-    parts = [f"v{_CACHE_FORMAT}", str(instance.event_log_storage.get_maximum_record_id())]
+def _signatures(graph) -> dict[str, str]:
+    """What the definitions say about each asset that a status depends on: kind, code version,
+    partitions and parents."""
+    out = {}
     for key in graph.toposorted_asset_keys:
         node = graph.get(key)
-        if not node.is_materializable:
-            continue
         pdef = node.partitions_def
-        parts.append(json.dumps([key.to_user_string(), node.code_version,
-                                 list(pdef.get_partition_keys()) if pdef else None,
-                                 sorted(p.to_user_string() for p in node.parent_keys)]))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        out[key.to_user_string()] = json.dumps([
+            node.is_materializable, node.is_external, node.is_observable, node.code_version,
+            list(pdef.get_partition_keys()) if pdef else None,
+            sorted(p.to_user_string() for p in node.parent_keys)])
+    return out
+
+
+def _event_marks(graph, instance: DagsterInstance) -> dict[str, list[int]]:
+    """Per asset, the storage ids of its newest materialization and (for an observable source) its
+    newest observation, 0 for none. A new materialization of any partition, a new config version,
+    an observation or a wipe changes them. Materializations come from the asset records (one query
+    for all assets); Dagster does not keep the newest observation there, so each observable source
+    costs one more query."""
+    keys = list(graph.toposorted_asset_keys)
+    marks = {k.to_user_string(): [0, 0] for k in keys}
+    for record in instance.get_asset_records(keys):
+        entry = record.asset_entry
+        marks[entry.asset_key.to_user_string()][0] = entry.last_materialization_storage_id or 0
+    for key in keys:
+        if graph.get(key).is_observable:
+            found = instance.fetch_observations(key, limit=1).records
+            marks[key.to_user_string()][1] = found[0].storage_id if found else 0
+    return marks
+
+
+def _changed_with_descendants(graph, changed: set[AssetKey]) -> set[AssetKey]:
+    out: set[AssetKey] = set()
+    frontier = list(changed)
+    while frontier:
+        key = frontier.pop()
+        if key in out:
+            continue
+        out.add(key)
+        frontier.extend(c for c in graph.get(key).child_keys if graph.has(c))
+    return out
+
+
+def _load_cache(path: Path | None) -> dict | None:
+    if path is None or not path.exists():
+        return None
+    with contextlib.suppress(Exception):  # unreadable, foreign or old cache: recompute in full
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") == _CACHE_FORMAT and isinstance(data.get("rows"), list):
+            data["rows"] = [CellStatus(**r) for r in data["rows"]]
+            return data
+    return None
 
 
 def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: bool = True,
-                   use_cache: bool = True) -> list[CellStatus]:
+                   use_cache: bool = True, refresh: bool = False) -> list[CellStatus]:
     """Status of every materializable asset partition, in topological order.
 
-    The stale resolver costs about one event-log query per dependency edge and partition, so
-    the full result is kept in DAGSTER_HOME keyed by `status_fingerprint`: asking again before
-    anything is materialized, observed or redefined costs a handful of queries."""
+    The stale resolver costs about one event-log query per dependency edge and partition, so the
+    result is kept in DAGSTER_HOME with each asset's definition signature and event marks (see
+    above). The next call recomputes only the assets whose signature or marks changed, and their
+    descendants — a partition's status reads nothing but its own and its ancestors' records and
+    definitions — and reuses the saved rows of every other asset. After a config edit, only that
+    config's descendants are asked again; with no change, none. `refresh` recomputes every asset
+    (and saves the result); `use_cache=False` neither reads nor writes the saved result."""
+    graph = defs.resolve_asset_graph()
     cache = Path(instance.root_directory) / STATUS_CACHE if use_cache and instance.root_directory else None
-    key = status_fingerprint(defs, instance) if cache else None
-    rows: list[CellStatus] | None = None
-    if cache is not None and cache.exists():
-        with contextlib.suppress(Exception):  # unreadable or old cache: recompute
-            data = json.loads(cache.read_text(encoding="utf-8"))
-            if data.get("key") == key:
-                rows = [CellStatus(**r) for r in data["rows"]]
-    if rows is None:
-        rows = _compute_status(defs, instance)
-        if cache is not None:
-            with contextlib.suppress(OSError):
-                tmp = cache.with_suffix(".tmp")
-                tmp.write_text(json.dumps({"key": key, "rows": [asdict(r) for r in rows]}), encoding="utf-8")
-                os.replace(tmp, cache)
+    signatures = _signatures(graph)
+    marks = _event_marks(graph, instance)  # before computing: an event recorded meanwhile is seen next time
+    saved = None if refresh else _load_cache(cache)
+    dirty: set[AssetKey] | None = None
+    reuse: dict[str, list[CellStatus]] = {}
+    if saved is not None:
+        old_sig, old_marks = saved.get("signatures", {}), saved.get("marks", {})
+        changed = {k for k in graph.toposorted_asset_keys
+                   if signatures[k.to_user_string()] != old_sig.get(k.to_user_string())
+                   or marks[k.to_user_string()] != old_marks.get(k.to_user_string())}
+        dirty = _changed_with_descendants(graph, changed)
+        for row in saved["rows"]:
+            reuse.setdefault(row.asset, []).append(row)
+    rows = _compute_status(defs, instance, dirty=dirty, reuse=reuse)
+    if cache is not None and dirty != set():
+        with contextlib.suppress(OSError):
+            tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
+            tmp.write_text(json.dumps({"format": _CACHE_FORMAT, "signatures": signatures, "marks": marks,
+                                       "rows": [asdict(r) for r in rows]}), encoding="utf-8")
+            os.replace(tmp, cache)
     return [r for r in rows if r.status != FRESH or not only_problems]
 
 
-def _compute_status(defs: Definitions, instance: DagsterInstance) -> list[CellStatus]:
+def _compute_status(defs: Definitions, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
+                    reuse: dict[str, list[CellStatus]] | None = None) -> list[CellStatus]:
+    """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`."""
     graph = defs.resolve_asset_graph()
     resolver = _resolver(graph, instance)
     seen: dict[tuple[AssetKey, str | None], str] = {}
@@ -180,6 +230,12 @@ def _compute_status(defs: Definitions, instance: DagsterInstance) -> list[CellSt
     for key in graph.toposorted_asset_keys:
         node = graph.get(key)
         if not node.is_materializable:
+            continue
+        kept = (reuse or {}).get(key.to_user_string())
+        if dirty is not None and key not in dirty and kept is not None:
+            for row in kept:
+                seen[(key, row.partition)] = row.status
+            out.extend(kept)
             continue
         pdef = node.partitions_def
         pks: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]

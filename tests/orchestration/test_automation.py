@@ -161,7 +161,11 @@ def test_cell_config_change_is_stale_for_materialize_and_requested_by_the_automa
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
     stale = _stale_set(defs, instance) - before
     assert {("wse_trajectories", CELL), ("wse_trajectory_steps", CELL), ("wse_cell_metrics", None)} <= stale
-    causes = {(c.asset, c.partition): c.causes for c in compute_status(defs, instance)}
+    # the answer above was incremental (only the edited config's descendants asked again): the same
+    # as asking about every asset from scratch
+    every = compute_status(defs, instance, only_problems=False)
+    assert every == compute_status(defs, instance, only_problems=False, use_cache=False)
+    causes = {(c.asset, c.partition): c.causes for c in every}
     assert causes[("wse_trajectories", CELL)] == [
         f"wse_cell_config[{CELL}]: has a new data version (wse-gen › horizon: 1 → 2)"]
     # the config was recorded by `_stale_set` (as `wse status` does); the daemon's next tick

@@ -1,8 +1,9 @@
-"""`wse status` keeps its result until the instance or the definitions change (issue 13: ≤ 5 s)."""
+"""`wse status` keeps its result and recomputes only what changed (issue 13: ≤ 5 s): the assets
+with a new event or definition, and their descendants; every other asset's rows are reused."""
 from __future__ import annotations
 
 import pytest
-from dagster import AssetMaterialization, Definitions, asset, instance_for_test, materialize
+from dagster import AssetKey, AssetMaterialization, Definitions, asset, instance_for_test, materialize
 
 from wse_platform import status
 
@@ -17,45 +18,86 @@ def down(up: int) -> int:
     return up + 1
 
 
+@asset(code_version="1")
+def other() -> int:
+    return 3
+
+
 def _defs(version: str = "1") -> Definitions:
     @asset(code_version=version, name="up")
     def up_v() -> int:
         return 1
 
-    return Definitions(assets=[up_v, down])
+    return Definitions(assets=[up_v, down, other])
 
 
-def test_cached_until_something_is_recorded_or_redefined(monkeypatch):
+def _spy(monkeypatch) -> list[str]:
+    """The assets whose partitions are looked up again (one `_materialized` call per recomputed asset)."""
+    asked: list[str] = []
+    real = status._materialized
+    monkeypatch.setattr(status, "_materialized",
+                        lambda instance, key, partitioned: asked.append(key.to_user_string())
+                        or real(instance, key, partitioned))
+    return asked
+
+
+def _same_as_full(defs, instance) -> list[tuple[str, str]]:
+    """The incremental answer, checked against a recomputation from scratch."""
+    rows = status.compute_status(defs, instance, only_problems=False)
+    assert rows == status.compute_status(defs, instance, only_problems=False, use_cache=False)
+    return [(c.asset, c.status) for c in rows]
+
+
+def test_recomputes_only_what_changed_and_its_descendants(monkeypatch):
     with instance_for_test() as instance:
         defs = _defs()
-        assert [c.status for c in status.compute_status(defs, instance)] == ["missing", "missing"]
-        materialize([up, down], instance=instance)
+        assert [c.status for c in status.compute_status(defs, instance)] == ["missing"] * 3
+        materialize([up, down, other], instance=instance)
+        asked = _spy(monkeypatch)
 
-        first = status.compute_status(defs, instance, only_problems=False)
-        assert [(c.asset, c.status) for c in first] == [("up", "fresh"), ("down", "fresh")]
+        assert _same_as_full(defs, instance) == [("other", "fresh"), ("up", "fresh"), ("down", "fresh")]
+        assert sorted(asked[:3]) == ["down", "other", "up"]  # the first call after the runs: all three
 
-        calls = []
-        real = status._compute_status
-        monkeypatch.setattr(status, "_compute_status", lambda d, i: calls.append(1) or real(d, i))
-        assert status.compute_status(defs, instance, only_problems=False) == first
-        assert calls == []  # answered from the cache
+        asked.clear()
+        assert status.compute_status(defs, instance, only_problems=False, use_cache=True)
+        assert asked == []  # nothing changed: every row reused
+        assert status.compute_status(defs, instance, refresh=True) == [] and sorted(asked) == ["down", "other", "up"]
+        asked.clear()  # `wse status --full` (refresh) asked about everything and saved it
+        assert status.compute_status(defs, instance) == [] and asked == []
 
-        # a new code version: recomputed, and `down` is stale because of it
-        changed = status.compute_status(_defs("2"), instance)
-        assert calls == [1] and {c.asset: c.status for c in changed} == {"up": "stale", "down": "stale"}
+        # a new event of `other` (reported from outside a run): only `other`
+        asked.clear()
+        instance.report_runless_asset_event(AssetMaterialization("other"))
+        rows = status.compute_status(defs, instance, only_problems=False)
+        assert asked == ["other"] and rows == status.compute_status(defs, instance, only_problems=False,
+                                                                    use_cache=False)
 
-        # a new event (here a materialization reported from outside a run): recomputed
+        # a new event of `up`: `down` becomes stale, found without asking `other`
+        asked.clear()
         instance.report_runless_asset_event(AssetMaterialization("up"))
-        after = status.compute_status(defs, instance)
-        assert calls == [1, 1] and [(c.asset, c.status) for c in after] == [("down", "stale")]
+        assert [(c.asset, c.status) for c in status.compute_status(defs, instance)] == [("down", "stale")]
+        assert asked == ["up", "down"]
+
+        # a wipe records no newer materialization, yet `up` is seen missing
+        asked.clear()
+        instance.wipe_assets([AssetKey("up")])
+        assert dict(_same_as_full(defs, instance))["up"] == "missing"
+        assert asked[:2] == ["up", "down"] and "other" not in asked[:2]
+
+        # a new code version of `up`: `up` and `down` are asked again, `other` is reused
+        materialize([up, down], instance=instance)
+        status.compute_status(defs, instance)
+        asked.clear()
+        changed = status.compute_status(_defs("2"), instance)
+        assert asked == ["up", "down"]
+        assert {c.asset: c.status for c in changed} == {"up": "stale", "down": "stale"}
 
 
-@pytest.mark.parametrize("garbage", ["", "{not json", '{"key": 1}'])
-def test_a_broken_cache_file_is_recomputed(tmp_path, garbage):
+@pytest.mark.parametrize("garbage", ["", "{not json", '{"key": 1}', '{"format": 4, "rows": [{"x": 1}]}'])
+def test_a_broken_cache_file_is_recomputed(garbage):
     with instance_for_test() as instance:
         defs = _defs()
-        materialize([up, down], instance=instance)
-        (tmp_path / "x").write_text("")
+        materialize([up, down, other], instance=instance)
         cache = status.Path(instance.root_directory) / status.STATUS_CACHE
         cache.write_text(garbage)
-        assert [c.status for c in status.compute_status(defs, instance, only_problems=False)] == ["fresh", "fresh"]
+        assert [c.status for c in status.compute_status(defs, instance, only_problems=False)] == ["fresh"] * 3
