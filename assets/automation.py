@@ -17,6 +17,8 @@
   the judge configuration stored in each cell's provenance with the current one. The nightly
   sweep does, and re-judges cells whose verdicts still come from an older judge configuration
   (e.g. a re-judging run failed, or the change happened while nothing was running).
+- (`assets/sync.py`) the `in_sync` check and its `sync_status` sensor show the `wse status` verdict
+  in the UI, which Dagster does not compute for partitioned assets.
 """
 from __future__ import annotations
 
@@ -116,18 +118,22 @@ def _judge_models(s: Settings) -> dict[str, str | None]:
             "endings_rubric_config": s.endings.rubric.model if s.endings.rubric else None}
 
 
-class _LazyGraph:
-    """The asset graph of `objs`, built on first use (sensors run long after definitions load)."""
+class LazyGraph:
+    """The asset graph of `objs`, built on first use (sensors and check ops run long after the
+    definitions load; a `wse` command that runs neither does not pay for it). Reads like the graph."""
 
     def __init__(self, objs: list):
         self._objs = [AssetsDefinition(specs=[o]) if isinstance(o, AssetSpec) else o
                       for o in objs if isinstance(o, (AssetsDefinition, AssetSpec, SourceAsset))]
         self._graph: AssetGraph | None = None
 
-    def __getattr__(self, name):
+    def resolved(self) -> AssetGraph:
         if self._graph is None:  # straight from the assets: no resources needed to know the graph
             self._graph = AssetGraph.from_assets(self._objs)
-        return getattr(self._graph, name)
+        return self._graph
+
+    def __getattr__(self, name):
+        return getattr(self.resolved(), name)
 
 
 def _backend(s: Settings, model: str | None) -> str:
@@ -197,7 +203,7 @@ def rejudge_requests(instance, graph, source: str, fingerprint: str, backend: st
 
 def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list) -> tuple[list, list, list]:
     config_path = settings.source_file
-    graph = _LazyGraph(objs)
+    graph = LazyGraph(objs)
     specs = config_specs(objs)
 
     def changed_config(instance) -> list:

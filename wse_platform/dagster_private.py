@@ -2,6 +2,7 @@
 
 Each name below has no public equivalent in the Dagster versions we support (see pyproject):
 the stale-status resolver and partition threshold `wse status` mirrors, the asset graph view,
+the materialization a runless check evaluation targets (`assets/sync.py`),
 the data-version tag and provenance reader, resource/context introspection for config source
 assets, the implicit asset job name, and the workspace origin a CLI run needs to be re-executable
 from the UI. `tests/platform/test_dagster_private.py` imports every name, so a Dagster upgrade
@@ -10,6 +11,9 @@ that moves one fails loudly there instead of deep inside a run.
 from __future__ import annotations
 
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
 from dagster._core.decorator_utils import get_function_params
 from dagster._core.definitions.assets.graph.asset_graph import AssetGraph
 from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
@@ -31,7 +35,7 @@ except ImportError:  # pragma: no cover
     PARTITION_THRESHOLD = 100
 
 __all__ = [
-    "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver", "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
+    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver", "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "observe",

@@ -68,6 +68,7 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
         s.key.to_user_string(): s.partitions_def is not None
         for o in objs if isinstance(o, AssetsDefinition) and o.is_materializable for s in o.specs}))
 
+    from assets import sync
     from assets.automation import build_automation, with_automation  # sensors, schedules, conditions
     from assets.core import with_llm_calls_lineage
     from assets.helpers import describe_tables
@@ -77,6 +78,9 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
     objs = describe_tables(with_automation(with_llm_calls_lineage(objs)), settings.warehouse)
 
     sensors, schedules, jobs = build_automation(settings, parts, objs)
+    sync_checks, sync_sensors = sync.build(objs)  # the `wse status` verdict as an `in_sync` check per asset
+    objs += sync_checks
+    sensors += sync_sensors
     return Definitions(
         assets=[o for o in objs if not isinstance(o, AssetChecksDefinition)],
         asset_checks=[o for o in objs if isinstance(o, AssetChecksDefinition)],

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 
-from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, CachingStaleStatusResolver,
-                                          StaleStatus)
+from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, AssetGraph,
+                                          CachingStaleStatusResolver, StaleStatus)
 from wse_platform.versions import CHANGES_META
 
 MISSING, STALE, INCOMPLETE, FRESH = "missing", "stale", "incomplete", "fresh"
@@ -143,7 +143,7 @@ def _signatures(graph) -> dict[str, str]:
     return out
 
 
-def _event_marks(graph, instance: DagsterInstance) -> dict[str, list[int]]:
+def event_marks(graph, instance: DagsterInstance) -> dict[str, list[int]]:
     """Per asset, the storage ids of its newest materialization and (for an observable source) its
     newest observation, 0 for none. A new materialization of any partition, a new config version,
     an observation or a wipe changes them. Materializations come from the asset records (one query
@@ -184,8 +184,13 @@ def _load_cache(path: Path | None) -> dict | None:
     return None
 
 
-def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: bool = True,
-                   use_cache: bool = True, refresh: bool = False) -> list[CellStatus]:
+def asset_graph(defs: Definitions | AssetGraph) -> AssetGraph:
+    """The asset graph of `defs` (the CLI holds Definitions; a sensor or a check op, the graph)."""
+    return defs.resolve_asset_graph() if isinstance(defs, Definitions) else defs
+
+
+def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, only_problems: bool = True,
+                   use_cache: bool = True, refresh: bool = False, marks: dict | None = None) -> list[CellStatus]:
     """Status of every materializable asset partition, in topological order.
 
     The stale resolver costs about one event-log query per dependency edge and partition, so the
@@ -194,11 +199,13 @@ def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: 
     descendants — a partition's status reads nothing but its own and its ancestors' records and
     definitions — and reuses the saved rows of every other asset. After a config edit, only that
     config's descendants are asked again; with no change, none. `refresh` recomputes every asset
-    (and saves the result); `use_cache=False` neither reads nor writes the saved result."""
-    graph = defs.resolve_asset_graph()
+    (and saves the result); `use_cache=False` neither reads nor writes the saved result. `marks`:
+    `event_marks(graph, instance)` if the caller has just read them."""
+    graph = asset_graph(defs)
     cache = Path(instance.root_directory) / STATUS_CACHE if use_cache and instance.root_directory else None
     signatures = _signatures(graph)
-    marks = _event_marks(graph, instance)  # before computing: an event recorded meanwhile is seen next time
+    if marks is None:  # before computing: an event recorded meanwhile is seen next time
+        marks = event_marks(graph, instance)
     saved = None if refresh else _load_cache(cache)
     dirty: set[AssetKey] | None = None
     reuse: dict[str, list[CellStatus]] = {}
@@ -210,7 +217,7 @@ def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: 
         dirty = _changed_with_descendants(graph, changed)
         for row in saved["rows"]:
             reuse.setdefault(row.asset, []).append(row)
-    rows = _compute_status(defs, instance, dirty=dirty, reuse=reuse)
+    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
             tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
@@ -220,10 +227,9 @@ def compute_status(defs: Definitions, instance: DagsterInstance, only_problems: 
     return [r for r in rows if r.status != FRESH or not only_problems]
 
 
-def _compute_status(defs: Definitions, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
+def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
                     reuse: dict[str, list[CellStatus]] | None = None) -> list[CellStatus]:
     """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`."""
-    graph = defs.resolve_asset_graph()
     resolver = _resolver(graph, instance)
     seen: dict[tuple[AssetKey, str | None], str] = {}
     out: list[CellStatus] = []

@@ -1,69 +1,14 @@
-"""Issue 13's "the UI must not show green when it is not", on the tiny grid and the embedded model.
-
-What the UI (under `wse ui`, the daemon) does is driven here the way the daemon drives it:
-every sensor of the definitions ticks (the `config_observer` sensor, and Dagster's own
-automation-condition evaluation for `wse_automation`), the runs it asks for are executed, and
-the loop repeats until nothing more is requested.
-"""
+"""Issue 13's "the UI must not show green when it is not", on the tiny grid and the embedded model:
+the UI's automation (driven by `_daemon.Daemon` the way the daemon drives it) rebuilds exactly what
+`wse materialize --stale` rebuilds."""
 from __future__ import annotations
 
 import pytest
-from dagster import (
-    AssetKey,
-    AutomationConditionSensorDefinition,
-    build_sensor_context,
-    evaluate_automation_conditions,
-)
 
+from tests.orchestration._daemon import Daemon, setup as _setup
 from tests.orchestration._tiny import CELL, edit_config, judge_prompt_v2
 
 pytestmark = pytest.mark.slow
-
-
-class Daemon:
-    """The daemon's view of one code location: sensor ticks with cursors, and the runs they request."""
-
-    def __init__(self, defs, instance):
-        self.defs, self.instance, self.cursor = defs, instance, None
-        self.graph = defs.resolve_asset_graph()
-
-    def tick(self) -> set[tuple[str, str | None]]:
-        """One tick of every sensor; returns the (asset, partition) pairs whose runs were requested."""
-        wanted: set[tuple[str, str | None]] = set()
-        for sensor in self.defs.sensors:
-            if isinstance(sensor, AutomationConditionSensorDefinition):
-                result = evaluate_automation_conditions(self.defs, self.instance, cursor=self.cursor)
-                self.cursor = result.cursor
-                for key in self.graph.materializable_asset_keys:
-                    wanted |= {(key.to_user_string(), None if p is None else str(p))
-                               for p in result.get_requested_partitions(key)}
-                continue
-            data = sensor.evaluate_tick(build_sensor_context(instance=self.instance, definitions=self.defs))
-            for ev in data.asset_events:
-                self.instance.report_runless_asset_event(ev)
-            for req in data.run_requests:
-                wanted |= {(k.to_user_string(), req.partition_key) for k in req.asset_selection}
-        return wanted
-
-    def run(self, wanted: set[tuple[str, str | None]]) -> None:
-        from wse_platform.runner import execute, plan
-
-        keys = sorted({AssetKey(a) for a, _ in wanted}, key=lambda k: k.to_user_string())
-        parts = {k: (None if self.graph.get(k).partitions_def is None
-                     else sorted(p for a, p in wanted if a == k.to_user_string())) for k in keys}
-        report = execute(self.defs, plan(self.defs, keys, parts), self.instance, echo=lambda *_: None)
-        assert report.ok
-
-    def settle(self, max_ticks: int = 8) -> set[tuple[str, str | None]]:
-        """Tick and run until nothing is requested; everything requested on the way."""
-        done: set[tuple[str, str | None]] = set()
-        for _ in range(max_ticks):
-            wanted = self.tick()
-            if not wanted:
-                return done
-            done |= wanted
-            self.run(wanted)
-        raise AssertionError(f"automation did not settle: {sorted(done)}")
 
 
 def _version(instance, key, partition=None, is_source=False):
@@ -78,14 +23,6 @@ def _latest_id(instance, key):
 
     res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
     return res.records[0].storage_id if res.records else None
-
-
-def _setup(cfg):
-    from resources.settings import settings_for
-    from wse_platform.definitions import build_definitions
-    from wse_platform.runner import get_instance
-
-    return build_definitions(str(cfg)), get_instance(settings_for(str(cfg)))
 
 
 def _stale_set(defs, instance) -> set[tuple[str, str | None]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pathlib
 import re
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -55,3 +57,35 @@ def test_dagster_still_has_no_asset_level_staleness_for_partitioned_assets():
         from dagster import AssetKey
         assert str(resolver.get_status(AssetKey("cell"), "a")).endswith("STALE")
         assert str(resolver.get_status(AssetKey("cell"), None)).endswith("FRESH")
+
+
+def test_dagster_still_stores_one_runless_evaluation_per_partition_of_a_partitioned_check():
+    """Why `in_sync` (assets/sync.py) is an asset-level check, not a partitioned one: Dagster (1.13)
+    keys runless check evaluations by (asset, check, run id '', partition), so a second runless
+    evaluation of the same partition breaks a unique index, and the `sync_status` sensor must report
+    again and again. When this fails, Dagster has changed that: `in_sync` can become partitioned
+    (a status per cell in the UI's partition view)."""
+    import warnings
+
+    from dagster import (AssetCheckEvaluation, AssetCheckSeverity, AssetCheckSpec, AssetKey,
+                         StaticPartitionsDefinition, instance_for_test)
+
+    from wse_platform.dagster_private import AssetCheckEvaluationTargetMaterializationData
+
+    parts = StaticPartitionsDefinition(["a"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        AssetCheckSpec("in_sync", asset="cell", partitions_def=parts)  # partitioned checks exist ...
+
+    def evaluation(partition):
+        return AssetCheckEvaluation(
+            asset_key=AssetKey("cell"), check_name="in_sync", passed=False, severity=AssetCheckSeverity.WARN,
+            partition=partition, target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
+                storage_id=1, run_id="r", timestamp=0.0))
+
+    with instance_for_test() as instance:
+        for _ in range(2):  # unpartitioned: as often as needed
+            instance.report_runless_asset_event(evaluation(None))
+        instance.report_runless_asset_event(evaluation("a"))
+        with pytest.raises(Exception, match="(?i)unique"):  # ... but their runless evaluations only once
+            instance.report_runless_asset_event(evaluation("a"))

@@ -1,0 +1,164 @@
+"""`in_sync`: the `wse status` verdict as a check on every asset, so the UI is not green when a cell is stale.
+
+Dagster computes no unsynced status for a partitioned asset as a whole (its graph, catalog and
+"Materialize unsynced" call such an asset up to date: dagster-io/dagster#20463, #22553), and it
+never passes an upstream's staleness on to what is built from it. Every materializable asset
+therefore carries a warning check `in_sync` that fails when any of its materialized partitions is
+stale or incomplete by the rule of `wse status` (`wse_platform/status.py`), listing them with
+their causes, e.g. `ncp_cell_config[...]: has a new data version (ncp-gen › t_max: 1 → 2)`. The UI
+then shows the asset with a failed (yellow) check on the graph, in the catalog and on its page.
+
+The check is asset-level, not partitioned: Dagster (1.13) stores a runless evaluation of a
+*partitioned* check once per partition only (a second one breaks a unique index; pinned in
+tests/platform/test_dagster_private.py), and the sensor below must report again and again.
+
+One function (`verdict`) decides, in two places:
+- in every run that materializes the asset (a check runs after its asset);
+- in the `sync_status` sensor (every 30 s), when the verdict differs from the latest evaluation
+  (a config or prompt edit, an upstream rebuild, a code change, an edit undone, an asset built
+  before this check existed): a runless evaluation of the asset's newest materialization. Dagster
+  ties a check result to the materialization it checked, so the next rebuild supersedes it, and
+  that run's own evaluation takes over.
+A hand-written sensor: an automation condition could request check runs, but only when a *direct*
+dependency changed, and only as runs; staleness travels down the whole lineage, and the status
+computation already knows it (incrementally: a few queries when nothing changed).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+
+from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
+                     AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus, MetadataValue, SensorEvaluationContext, SensorResult,
+                     multi_asset_check, sensor)
+
+from assets.automation import LazyGraph
+from wse_platform.dagster_private import AssetCheckEvaluationTargetMaterializationData, AssetGraph
+from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
+
+IN_SYNC = "in_sync"
+SENSOR = "sync_status"
+OUT_OF_SYNC = (STALE, INCOMPLETE)
+DESCRIPTION = ("Every materialized partition is in sync with what it was built from: no config, prompt, code "
+               "version or upstream partition changed since (the rule of `wse status`). Fails (warning) naming "
+               "the stale partitions and their causes, and the incomplete ones (built before some upstream "
+               "partitions existed); `wse materialize --stale` and the `wse_automation` sensor rebuild them.")
+MAX_LISTED = 10  # out-of-sync partitions named in the description; all of them are in the metadata
+
+
+def verdict(rows: Sequence[CellStatus]) -> tuple[bool, str, dict]:
+    """(passed, description, metadata) of `in_sync` for one asset, from its status rows (one per
+    partition; an unpartitioned asset has one)."""
+    built = [r for r in rows if r.status != MISSING]
+    out = [r for r in built if r.status in OUT_OF_SYNC]
+    meta = {"materialized_partitions": len(built), "stale_partitions": sum(r.status == STALE for r in out),
+            "incomplete_partitions": sum(r.status == INCOMPLETE for r in out)}
+    flat = len(rows) == 1 and rows[0].partition is None
+    if not built:
+        return False, "no materialization of this asset is recorded", meta
+    if not out:
+        n = len(built)
+        return True, ("in sync with its inputs" if flat else "its one materialized partition is in sync with its "
+                      "inputs" if n == 1 else f"all {n} materialized partitions are in sync with their inputs"), meta
+    todo = "rebuild with `wse materialize --stale` (under `wse ui` the `wse_automation` sensor does)"
+    if flat:
+        lines = [f"{c}" for c in out[0].causes]
+        head = f"{out[0].status}: {todo}"
+    else:
+        lines = [f"{r.partition}: {r.status}" + "".join(f"; {c}" for c in r.causes) for r in out]
+        head = f"{len(out)} of {len(built)} materialized partitions out of sync: {todo}"
+    shown = lines[:MAX_LISTED] + ([f"… and {len(lines) - MAX_LISTED} more (metadata `out_of_sync`)"]
+                                  if len(lines) > MAX_LISTED else [])
+    meta["out_of_sync"] = MetadataValue.md("\n".join(f"- {line}" for line in lines))
+    return False, "\n".join([head, *(f"- {line}" for line in shown)]), meta
+
+
+def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None) -> dict[str, list[CellStatus]]:
+    """Every materializable asset's status rows (the `wse status` computation, incremental)."""
+    out: dict[str, list[CellStatus]] = {}
+    for r in compute_status(graph, instance, only_problems=False, marks=marks):
+        out.setdefault(r.asset, []).append(r)
+    return out
+
+
+def build_checks(objs: list, graph: LazyGraph) -> list:
+    """One subsettable `multi_asset_check` with an `in_sync` spec per materializable asset: a run
+    evaluates those of the assets it materialized, in one step."""
+    specs = [AssetCheckSpec(IN_SYNC, asset=s.key, description=DESCRIPTION, blocking=False)
+             for o in objs if isinstance(o, AssetsDefinition) and o.is_materializable for s in o.specs]
+
+    @multi_asset_check(name="sync_checks", specs=specs, can_subset=True,
+                       description="`in_sync` of the assets a run materialized (the `wse status` verdict).")
+    def sync_checks(context):
+        rows = status_by_asset(graph.resolved(), context.instance)
+        for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
+            passed, description, meta = verdict(rows.get(key.asset_key.to_user_string(), []))
+            yield AssetCheckResult(asset_key=key.asset_key, check_name=IN_SYNC, passed=passed,
+                                   severity=AssetCheckSeverity.WARN, description=description, metadata=meta)
+    return [sync_checks]
+
+
+def _digest(newest: int, passed: bool, description: str) -> str:
+    return hashlib.sha256(json.dumps([newest, passed, description]).encode()).hexdigest()[:16]
+
+
+def _already_said(record, newest: int, passed: bool, description: str) -> bool:
+    """The latest `in_sync` evaluation is this verdict, on the asset's newest materialization."""
+    ev = record.evaluation if record is not None else None
+    target = ev.target_materialization_data if ev is not None else None
+    return (ev is not None and target is not None and target.storage_id == newest and ev.passed == passed
+            and ev.description == description)
+
+
+def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str]) -> tuple[list, dict[str, str]]:
+    """The `in_sync` evaluations to report now, and the new sensor state.
+
+    For each materialized asset, the verdict on its newest materialization is compared with the
+    latest `in_sync` evaluation (from its run, or reported here before) and reported if it differs.
+    `seen`: asset -> digest of (newest materialization, verdict) at the previous tick; an asset whose
+    digest is unchanged is not looked up again (one query per changed asset, none when nothing changed)."""
+    marks = event_marks(graph, instance)
+    events: list = []
+    state: dict[str, str] = {}
+    for asset, rows in status_by_asset(graph, instance, marks).items():
+        newest = marks.get(asset, [0])[0]
+        if not newest:
+            continue
+        passed, description, meta = verdict(rows)
+        state[asset] = _digest(newest, passed, description)
+        if seen.get(asset) == state[asset]:
+            continue
+        key = AssetKey.from_user_string(asset)
+        if _already_said(instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, IN_SYNC)),
+                         newest, passed, description):
+            continue
+        res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
+        if not res.records:
+            continue
+        rec = res.records[0]
+        target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
+                                                               timestamp=rec.timestamp)
+        events.append(AssetCheckEvaluation(asset_key=key, check_name=IN_SYNC, passed=passed,
+                                           severity=AssetCheckSeverity.WARN, description=description,
+                                           metadata=meta, target_materialization_data=target))
+    return events, state
+
+
+def build_sensor(graph: LazyGraph):
+    @sensor(name=SENSOR, minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
+            description="Reports the `in_sync` check (the `wse status` verdict) of every asset whose verdict changed "
+                        "without a run (a config edit, an upstream rebuild): Dagster shows a partitioned asset green "
+                        "whatever its partitions' status, and never passes staleness downstream.")
+    def sync_status(context: SensorEvaluationContext):
+        seen = json.loads(context.cursor) if context.cursor else {}
+        events, state = sync_events(graph.resolved(), context.instance, seen)
+        return SensorResult(asset_events=events, cursor=json.dumps(state, sort_keys=True),
+                            skip_reason=None if events else "no in_sync verdict changed")
+    return sync_status
+
+
+def build(objs: list) -> tuple[list, list]:
+    """(the `in_sync` check op, [the `sync_status` sensor]) for the assets in `objs`."""
+    graph = LazyGraph(objs)
+    return build_checks(objs, graph), [build_sensor(graph)]

@@ -1,0 +1,166 @@
+"""`in_sync` (assets/sync.py): the `wse status` verdict as a warning check the UI shows, where Dagster
+shows a partitioned asset green whatever its partitions' status (issue 13, problem 1).
+
+The end-to-end tests edit the tiny grid's config while "the UI runs" (`_daemon.Daemon` ticks the
+sensors as the daemon does) and read what the UI reads: the latest check evaluation of each asset,
+and the webserver's own GraphQL answer for two assets."""
+from __future__ import annotations
+
+import pytest
+from dagster import AssetCheckKey, AssetCheckSeverity, AssetKey
+
+from assets.sync import IN_SYNC, MAX_LISTED, verdict
+from tests.orchestration._daemon import Daemon, setup
+from tests.orchestration._tiny import CELL, edit_config
+from wse_platform.status import CellStatus
+
+HORIZON_EDIT = f"wse_cell_config[{CELL}]: has a new data version (wse-gen › horizon: 1 → 2)"
+
+
+def _row(asset: str, pk: str | None, status: str, causes=()) -> CellStatus:
+    return CellStatus(asset, pk, status, list(causes))
+
+
+def test_verdict_names_each_out_of_sync_partition_with_its_causes():
+    passed, text, meta = verdict([
+        _row("a", "B1|m", "stale", ["wse_cell_config[B1|m]: has a new data version (wse-gen › horizon: 1 → 2)"]),
+        _row("a", "B2|m", "fresh"), _row("a", "B3|m", "missing"),
+        _row("a", "B4|m", "incomplete", ["x: upstream B4|m missing"])])
+    assert not passed
+    lines = text.splitlines()
+    assert lines[0].startswith("2 of 3 materialized partitions out of sync: rebuild with `wse materialize --stale`")
+    assert lines[1:] == ["- B1|m: stale; wse_cell_config[B1|m]: has a new data version (wse-gen › horizon: 1 → 2)",
+                         "- B4|m: incomplete; x: upstream B4|m missing"]
+    assert (meta["materialized_partitions"], meta["stale_partitions"], meta["incomplete_partitions"]) == (3, 1, 1)
+
+
+def test_verdict_passes_only_when_every_materialized_partition_is_in_sync():
+    assert verdict([_row("a", "p1", "fresh"), _row("a", "p2", "missing")])[:2] == (
+        True, "its one materialized partition is in sync with its inputs")
+    assert verdict([_row("t", None, "fresh")])[:2] == (True, "in sync with its inputs")
+    assert verdict([_row("a", "p1", "missing")])[:2] == (False, "no materialization of this asset is recorded")
+    passed, text, _ = verdict([_row("t", None, "stale", ["u: upstream (unpartitioned) stale"])])
+    assert not passed and text.startswith("stale: rebuild") and text.endswith("\n- u: upstream (unpartitioned) stale")
+
+
+def test_verdict_lists_a_few_partitions_and_keeps_all_in_the_metadata():
+    passed, text, meta = verdict([_row("a", f"p{i:02d}", "stale", ["c"]) for i in range(MAX_LISTED + 15)])
+    assert not passed and "… and 15 more" in text and "p00: stale" in text and "p24" not in text
+    assert meta["out_of_sync"].md_str.count("- p") == MAX_LISTED + 15
+
+
+# ---- end to end on the tiny grid ---------------------------------------------------------------
+def _latest(instance, asset: str):
+    return instance.get_latest_asset_check_evaluation_record(AssetCheckKey(AssetKey(asset), IN_SYNC))
+
+
+def _verdicts(defs, instance) -> dict[str, tuple[bool, int | None, str]]:
+    """asset -> (passed, storage id of the materialization the latest evaluation checked, description),
+    for every materialized asset; None when no evaluation exists."""
+    out = {}
+    for key in defs.resolve_asset_graph().materializable_asset_keys:
+        rec = _latest(instance, key.to_user_string())
+        ev = rec.evaluation if rec is not None else None
+        target = ev.target_materialization_data if ev is not None else None
+        out[key.to_user_string()] = None if ev is None else (ev.passed, target.storage_id if target else None,
+                                                             ev.description or "")
+    return out
+
+
+def _newest_materialization(instance, asset: str) -> int | None:
+    record = instance.get_asset_records([AssetKey(asset)])
+    return record[0].asset_entry.last_materialization_storage_id if record else None
+
+
+def _current_and_passed(defs, instance) -> dict[str, object]:
+    """Assets whose newest materialization has no passing `in_sync` evaluation (should be empty)."""
+    bad = {}
+    for asset, v in _verdicts(defs, instance).items():
+        newest = _newest_materialization(instance, asset)
+        if newest is not None and (v is None or not v[0] or v[1] != newest):
+            bad[asset] = v
+    return bad
+
+
+UI_QUERY = """query ($keys: [AssetKeyInput!]) { assetNodes(assetKeys: $keys) {
+  assetKey { path } staleStatus
+  assetChecksOrError { ... on AssetChecks { checks { name
+    executionForLatestMaterialization { status evaluation { severity description } } } } } } }"""
+
+
+def _what_the_ui_shows(instance, assets: list[str]) -> dict[str, dict]:
+    """The webserver's GraphQL answer (the code location loaded from workspace.yaml in a code server,
+    as `wse ui` loads it): Dagster's own stale status, and the `in_sync` check's latest execution."""
+    from dagster_graphql.test.utils import define_out_of_process_context, execute_dagster_graphql
+
+    from wse_platform.runner import WORKSPACE_FILE
+
+    with define_out_of_process_context(str(WORKSPACE_FILE), None, instance) as ctx:
+        res = execute_dagster_graphql(ctx, UI_QUERY, variables={"keys": [{"path": [a]} for a in assets]})
+    out = {}
+    for node in res.data["assetNodes"]:
+        [check] = [c for c in node["assetChecksOrError"]["checks"] if c["name"] == IN_SYNC]
+        execution = check["executionForLatestMaterialization"]
+        out[node["assetKey"]["path"][0]] = {
+            "staleStatus": node["staleStatus"], "in_sync": execution and execution["status"],
+            "severity": execution and execution["evaluation"]["severity"],
+            "description": execution and execution["evaluation"]["description"]}
+    return out
+
+
+@pytest.mark.slow
+def test_config_edit_shows_in_sync_failed_in_the_ui_until_the_automation_rebuilds(tiny):
+    from wse_platform.status import STALE, compute_status
+
+    defs, instance = setup(tiny)
+    # the baseline's runs evaluated `in_sync` themselves, on what they built
+    rec = _latest(instance, "wse_trajectories")
+    assert rec is not None and rec.run_id and rec.evaluation.passed
+    daemon = Daemon(defs, instance)
+    assert daemon.tick() == set()
+    assert _current_and_passed(defs, instance) == {}
+
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))  # as a user edits wse.yaml under `wse ui`
+    requested = daemon.tick()  # config_observer records the new cell config; sync_status reports
+    stale = {r.asset for r in compute_status(defs, instance) if r.status == STALE}
+    assert {"wse_trajectories", "wse_trajectory_steps", "wse_consistency_verdicts", "wse_cell_metrics"} <= stale
+    verdicts = _verdicts(defs, instance)
+    assert {a for a, v in verdicts.items() if v is not None and not v[0]} == stale
+    assert all(v[1] == _newest_materialization(instance, a) for a, v in verdicts.items() if a in stale)
+    assert f"- {CELL}: stale; {HORIZON_EDIT}" in verdicts["wse_trajectories"][2]
+    assert _latest(instance, "wse_cell_metrics").evaluation.severity == AssetCheckSeverity.WARN
+    assert requested == {("wse_trajectories", CELL), ("wse_trajectory_steps", CELL)}  # the UI's rebuild
+
+    ui = _what_the_ui_shows(instance, ["wse_trajectories", "wse_cell_metrics"])
+    assert ui["wse_trajectories"]["staleStatus"] == "FRESH"  # Dagster's answer for a partitioned asset ...
+    assert ui["wse_trajectories"]["in_sync"] == "FAILED"     # ... and the check the UI shows beside it
+    assert ui["wse_trajectories"]["severity"] == "WARN" and HORIZON_EDIT in ui["wse_trajectories"]["description"]
+    assert ui["wse_cell_metrics"]["in_sync"] == "FAILED"     # a final table built from the stale cell
+
+    daemon.run(requested)  # the automation rebuilds; each run evaluates `in_sync` on what it built
+    daemon.settle()
+    assert not [r for r in compute_status(defs, instance) if r.status == STALE]
+    assert _current_and_passed(defs, instance) == {}
+
+
+@pytest.mark.slow
+def test_an_undone_edit_turns_in_sync_back_to_passed_without_a_rebuild(tiny):
+    defs, instance = setup(tiny)
+    daemon = Daemon(defs, instance)
+    daemon.tick()
+    built = _newest_materialization(instance, "wse_trajectories")
+
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    daemon.tick()
+    failed = _latest(instance, "wse_trajectories")
+    assert not failed.evaluation.passed
+    daemon.tick()  # nothing changed since: the verdict is not reported again
+    assert _latest(instance, "wse_trajectories").id == failed.id
+
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=1))  # undone before anything ran
+    daemon.tick()
+    back = _latest(instance, "wse_trajectories")
+    assert back.evaluation.passed and back.id > failed.id
+    assert back.evaluation.target_materialization_data.storage_id == built  # the same materialization
+    assert _newest_materialization(instance, "wse_trajectories") == built
+    assert _current_and_passed(defs, instance) == {}
