@@ -30,8 +30,8 @@ import json
 from collections.abc import Mapping, Sequence
 
 from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus, MetadataValue, SensorEvaluationContext, SensorResult,
-                     multi_asset_check, sensor)
+                     AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus, MetadataValue,
+                     SensorEvaluationContext, SensorResult, multi_asset_check, sensor)
 
 from assets.automation import LazyGraph
 from wse_platform.dagster_private import AssetCheckEvaluationTargetMaterializationData, AssetGraph

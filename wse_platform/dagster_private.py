@@ -35,7 +35,8 @@ except ImportError:  # pragma: no cover
     PARTITION_THRESHOLD = 100
 
 __all__ = [
-    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver", "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
+    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver",
+    "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "observe",
