@@ -57,6 +57,17 @@ def test_free_text_is_reproducible_from_the_seed(tmp_path, settings):
     assert a.ok and a.texts == b.texts  # same seed, no shared cache: same text
 
 
+def test_an_answer_depends_on_the_prompt_and_seed_not_on_the_call_before(settings):
+    """llama-cpp-python reuses the previous call's KV cache for a common prompt prefix; the rest is then
+    evaluated in a smaller batch whose logits differ in the last bits, and the sampled text changed
+    with the call before (6 of these 10 prompts before the backend reset the context per call)."""
+    from bench.embedded_determinism import PROMPTS, answers
+
+    backend = LLMClient(settings).backend("smollm2")
+    differing = {p: out for p in PROMPTS if len(set(out := answers(backend, p, seed=1234, max_tokens=12))) > 1}
+    assert differing == {}
+
+
 def test_fit_messages_cuts_the_middle_of_the_longest_non_system_message():
     count = lambda text: len(text.split())  # noqa: E731 - one token per word for the test
     history = " ".join(f"w{i}" for i in range(1000))

@@ -195,7 +195,8 @@ class EmbeddedBackend(Backend):
     def cache_namespace(self) -> str:
         # Options that change the answers are part of every cache key.
         sampler = SAMPLER_TAG if self.grammar_sampling == "check" else "mask"
-        return f"embedded:ctx{self.n_ctx}:rp{self.repeat_penalty}:str{self.max_string_chars}:{sampler}"
+        # `fresh`: every call evaluates its prompt from scratch (answers before it depended on the call before)
+        return f"embedded:ctx{self.n_ctx}:rp{self.repeat_penalty}:str{self.max_string_chars}:{sampler}:fresh"
 
     def llama(self) -> Any:
         return load_llama(self.path, self.n_ctx, self.n_threads)
@@ -231,6 +232,11 @@ class EmbeddedBackend(Backend):
         fast = grammar is not None and self.grammar_sampling == "check"
         with INFERENCE_LOCK, (grammar_check_sampling(llm, self.grammar_stats) if fast else contextlib.nullcontext()):
             self.n_calls += 1
+            # Evaluate the prompt from scratch. llama-cpp-python otherwise reuses the KV cache of
+            # the previous call's common prefix and evaluates only the rest, in a smaller batch,
+            # whose logits differ in the last bits: the same prompt and seed then gave another
+            # text depending on which call ran before (6 of 10 prompts, bench/embedded_determinism.py).
+            llm.reset()
             for k in range(call.n):
                 r = llm.create_chat_completion(
                     messages=messages, temperature=1.0 if s.temperature is None else s.temperature,
