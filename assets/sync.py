@@ -134,9 +134,10 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str]) -> tuple[l
                          newest, passed, description):
             continue
         res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
-        if not res.records:
+        rec = res.records[0] if res.records else None
+        if rec is None or rec.storage_id != newest:  # built again meanwhile: that run says, else the next tick
+            state.pop(asset)
             continue
-        rec = res.records[0]
         target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
                                                                timestamp=rec.timestamp)
         events.append(AssetCheckEvaluation(asset_key=key, check_name=IN_SYNC, passed=passed,
