@@ -130,6 +130,10 @@ def cmd_status(args) -> int:
     from wse_platform import status_report  # the no-Dagster fast path when nothing changed
 
     settings = _settings(args)
+    from wse_platform.scale import scale_note
+    note = scale_note(settings)
+    if note:  # a run below its profile's scale says so first, and which keys make it so
+        print(note)
     key = None if args.full else status_report.quick_key(settings, flags={"all": args.all})
     cached = status_report.cached_report(settings, key)
     if cached is not None:
@@ -171,6 +175,11 @@ def _full_status(args, settings) -> int:
     if NOT_READ not in truncation and key == status_report.quick_key(settings, flags):
         status_report.save_report(settings, key, text)  # nothing was recorded while computing it
     return 0
+
+
+def cmd_plan(args) -> int:
+    from wse_platform import plan  # no Dagster: reads the config, the input files and llm_calls
+    return plan.main(_settings(args), latency=args.latency)
 
 
 def cmd_sql(args) -> int:
@@ -269,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full", action="store_true",
                    help="ask Dagster about every asset again, ignoring the saved report and results")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("plan", help="requests, tokens, cost and wall time per cell before a run")
+    p.add_argument("--latency", type=float, default=None, metavar="SECONDS",
+                   help="assume this many seconds per request (default: the mean latency in llm_calls)")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("sql", help="read-only SQL against the warehouse")
     p.add_argument("query", help="exactly one read-only statement (SELECT, WITH, SHOW, DESCRIBE, ...)")

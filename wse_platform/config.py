@@ -26,7 +26,7 @@ PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DEFAULT_CONFIG = REPO_ROOT / "wse.yaml"
 
 Backend = Literal["embedded", "litellm", "vllm"]
-Profile = Literal["demo", "paper"]
+Profile = Literal["quick", "demo", "paper"]
 
 # B_b (+WMEM) (+WMOD): b=1 no character agent, 2 one centralized, 3 four distributed.
 WSE_ARCHITECTURES: tuple[str, ...] = tuple(
@@ -559,16 +559,34 @@ class Settings(_Strict):
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
+# `profile: quick` is the quick demo's scale: the `demo` profile's values with the overlay file
+# below on top (what `wse demo` runs on the shipped wse.yaml, in a few minutes on a CPU).
+QUICK_PROFILE_FILE = Path(__file__).resolve().parent / "defaults" / "demo-quick.yaml"
+# A profile's list of ids is not applied where the config sets the count it would fight with
+# (`wse.n_seeds: 5` under the quick profile runs the first five seeds, not its one `seed_ids`).
+PROFILE_KEY_UNLESS: dict[str, dict[str, str]] = {"wse": {"seed_ids": "n_seeds"}, "ncp": {"spec_ids": "n_specs"}}
+
+
+def profile_scale(profile: str) -> dict[str, dict[str, Any]] | None:
+    """The scale settings a profile fills in (None: no such profile)."""
+    if profile != "quick":
+        return SCALE_PROFILES.get(profile)
+    overlay = yaml.safe_load(QUICK_PROFILE_FILE.read_text(encoding="utf-8")) or {}
+    return {sec: {**SCALE_PROFILES["demo"].get(sec, {}), **(overlay.get(sec) or {})}
+            for sec in {*SCALE_PROFILES["demo"], *overlay}}
+
+
 def _apply_profile(raw: dict[str, Any]) -> dict[str, Any]:
-    profile = raw.get("profile", "demo")
-    scale = SCALE_PROFILES.get(profile)
+    scale = profile_scale(raw.get("profile", "demo"))
     if scale is None:
         return raw  # pydantic reports the bad profile
     out = dict(raw)
     for section, defaults in scale.items():
         sec = dict(out.get(section) or {})
+        unless, explicit = PROFILE_KEY_UNLESS.get(section, {}), set(sec)
         for k, v in defaults.items():
-            sec.setdefault(k, v)
+            if unless.get(k) not in explicit:
+                sec.setdefault(k, v)
         out[section] = sec
     return out
 

@@ -1,7 +1,8 @@
 """`wse demo`: every benchmark and every final table at demo scale, then what to open next.
 
 Two scales, both plain config:
-- the quick demo (default) is what `wse.yaml` says: a few minutes on a 2-core laptop;
+- the quick demo (default) is what `wse.yaml` says (`profile: quick`, whose scale is
+  `wse_platform/defaults/demo-quick.yaml`): a few minutes on a 2-core laptop;
 - `wse demo --full` is the earlier, larger demo: `wse.yaml` with the overlay
   `wse_platform/defaults/demo-full.yaml` merged in, written out as `.wse/demo-full/wse.yaml`
   (its own warehouse, the same LLM cache), so `wse --config .wse/demo-full/wse.yaml ui|sql|status`

@@ -8,7 +8,7 @@ BASE_MODELS = {"m1": {"backend": "embedded", "model_id": "x.gguf"}, "m2": {"back
 
 def test_shipped_config_is_valid_and_demo_scale():
     s = load_settings()
-    assert s.profile == "demo"
+    assert s.profile == "quick"  # the quick demo scale, from its profile file
     assert s.wse.horizon == 2 and s.wse.n_seeds == 1 and s.wse.bootstrap_draws == 200
     assert s.endings.same_model_judge and s.endings.allow_same_model
     assert set(s.wse.architectures) <= set(WSE_ARCHITECTURES)
