@@ -147,6 +147,13 @@ def table_metadata(wh: Warehouse, table: str, df: pl.DataFrame, partitioned: boo
     return meta
 
 
+def transcripts(settings: Settings, page: str, **params: str) -> dict[str, Any]:
+    """`transcripts`: a link to this cell's transcripts in `wse view` (empty when `view_port: 0`)."""
+    from wse_platform.view.links import view_url
+    url = view_url(settings.view_port, page, **params)
+    return {"transcripts": MetadataValue.url(url)} if url else {}
+
+
 def plot_metadata(plots: Mapping[str, str | Path] | None, settings: Settings | None = None) -> dict[str, Any]:
     """Each plot three ways: `<name>` a short markdown image the UI shows inline on the asset's
     Overview (served by `wse ui`, see `wse_platform.plot_server`; only with `settings` and a

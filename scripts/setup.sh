@@ -100,6 +100,15 @@ else
     --no-deps "$LLAMA_REQ"
   stage "check: llama.cpp decodes a prompt with the GGUF" decode_check
 fi
+# Browser tests (`wse view` in a real browser): only when asked (WSE_BROWSER_TESTS=1; CI sets it).
+# Debian's Chromium (the playwright package drives it; playwright's own browser download is not used).
+if [ "${WSE_BROWSER_TESTS:-0}" = 1 ]; then
+  if ! command -v chromium >/dev/null 2>&1; then
+    stage "browser tests: apt-get update" apt-get update -qq
+    stage "browser tests: Debian chromium" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  fi
+  stage "browser tests: playwright (drives the system chromium)" .venv/bin/python -m pip install -e ".[browser]"
+fi
 printf '%-58s %6s s\n' "setup ok (llama-cpp-python $(.venv/bin/python -c 'import llama_cpp; print(llama_cpp.__version__)'))" \
   "$(elapsed "$T_ALL")"
 [ "$new_venv" = 1 ] && echo "next: .venv/bin/wse demo" || true

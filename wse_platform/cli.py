@@ -177,6 +177,12 @@ def _full_status(args, settings) -> int:
     return 0
 
 
+def cmd_view(args) -> int:
+    from wse_platform.view import server  # no Dagster: read-only pages over the warehouse
+    settings = _settings(args)
+    return server.main(settings, args.port if args.port is not None else settings.view_port)
+
+
 def cmd_plan(args) -> int:
     from wse_platform import plan  # no Dagster: reads the config, the input files and llm_calls
     return plan.main(_settings(args), latency=args.latency)
@@ -278,6 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--full", action="store_true",
                    help="ask Dagster about every asset again, ignoring the saved report and results")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("view", help="read trajectories, episodes and stories with their verdicts (local web page)")
+    p.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: view_port, 3072)")
+    p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("plan", help="requests, tokens, cost and wall time per cell before a run")
     p.add_argument("--latency", type=float, default=None, metavar="SECONDS",

@@ -449,6 +449,7 @@ class Settings(_Strict):
     # `wse ui` serves the published plots here so they show inline on each asset's Overview
     # (see wse_platform/plot_server.py); 0 = no plot server, plots stay in a markdown dialog.
     plots_port: int = Field(default=3071, ge=0, le=65535)
+    view_port: int = Field(default=3072, ge=0, le=65535)  # `wse view` on 127.0.0.1 (0: a free port)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     wse: WSEConfig = Field(default_factory=WSEConfig)
     ncp: NCPConfig = Field(default_factory=NCPConfig)

@@ -8,7 +8,7 @@ configurations stay next to the new ones.
 import polars as pl
 from dagster import MetadataValue, asset
 
-from assets.helpers import write_table
+from assets.helpers import transcripts, write_table
 from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
@@ -108,6 +108,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "endings_predictions", df, key={"set_key": key}, extra_metadata={
             "n_positions": len(positions), "k": s.endings.k, "repeats": s.endings.repeats,
             "n_failed": int(df["failure_json"].is_not_null().sum()) if df.height else 0,
+            **transcripts(s, "endings", set=key),
         })
 
     @asset(

@@ -6,7 +6,7 @@ Thin: the loop lives in `wse_platform.ncp.episode`, the replay in `wse_platform.
 import polars as pl
 from dagster import AssetSpec, MaterializeResult, MetadataValue, multi_asset
 
-from assets.helpers import markdown_preview
+from assets.helpers import markdown_preview, transcripts
 from assets.ncp.specs import run_specs, specs_from_table
 from assets.partitions import BenchmarkPartitions, cell_of
 from assets.versioning import code_version
@@ -79,7 +79,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         n_turns = wh.replace_partition("ncp_turns", turns, key)
         terms = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
         yield _result("ncp_episodes", eps, n_eps, {"terminations": MetadataValue.json(terms),
-                                                   "auditor_id": setup.auditor.auditor_id})
+                                                   "auditor_id": setup.auditor.auditor_id,
+                                                   **transcripts(s, "ncp", model=model, arch=arch)})
         yield _result("ncp_turns", turns, n_turns, {})
 
     @multi_asset(

@@ -8,7 +8,7 @@ Thin: the step loop lives in `wse_platform.wse.simulate`.
 import polars as pl
 from dagster import AssetSpec, MaterializeResult, MetadataValue, multi_asset
 
-from assets.helpers import pick_ids, write_table
+from assets.helpers import pick_ids, transcripts, write_table
 from assets.partitions import BenchmarkPartitions, cell_of
 from assets.versioning import code_version
 from assets.wse.sources import stored_seeds
@@ -90,6 +90,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             extra_metadata={"n_steps": steps.height,
                             "n_narrated": int(steps["narrative"].is_not_null().sum()) if steps.height else 0}))
         yield _keyed("wse_trajectories", write_table(
-            wh, "wse_trajectories", trajs, key=key, data_version=version, extra_metadata=_summary(trajs)))
+            wh, "wse_trajectories", trajs, key=key, data_version=version,
+            extra_metadata={**_summary(trajs), **transcripts(s, "wse", model=model, arch=arch)}))
 
     return [wse_generation]
