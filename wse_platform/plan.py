@@ -343,12 +343,30 @@ def build(settings: Settings) -> Plan:
     return Plan(cells, observed, problems)
 
 
-def cost(settings: Settings, load: Load) -> float | None:
-    m = settings.models.get(load.model)
-    if m is None or m.price_in_per_token is None or m.price_out_per_token is None:
+def prices(settings: Settings, model: str) -> tuple[float, float] | None:
+    """$ per prompt and output token: the config's prices, else litellm's cost map (as the client's
+    accounting does) for litellm models; None when unknown (local servers, the embedded model)."""
+    m = settings.models.get(model)
+    if m is None:
         return None
-    return load.requests * (load.prompt_tokens * m.price_in_per_token
-                            + load.out_tokens * load.samples * m.price_out_per_token)
+    if m.price_in_per_token is not None and m.price_out_per_token is not None:
+        return m.price_in_per_token, m.price_out_per_token
+    if m.backend != "litellm":
+        return None
+    from wse_platform.llm.backends.litellm_backend import _litellm
+    table = _litellm().model_cost
+    for key in (m.model_id, m.model_id.split("/", 1)[-1]):
+        entry = table.get(key) or {}
+        if entry.get("input_cost_per_token") is not None and entry.get("output_cost_per_token") is not None:
+            return float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])
+    return None
+
+
+def cost(settings: Settings, load: Load) -> float | None:
+    price = prices(settings, load.model)
+    if price is None:
+        return None
+    return load.requests * (load.prompt_tokens * price[0] + load.out_tokens * load.samples * price[1])
 
 
 def wall_seconds(settings: Settings, cells: list[CellPlan], observed: Observed,

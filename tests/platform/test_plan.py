@@ -107,3 +107,14 @@ def test_an_unreadable_input_is_named_not_silently_dropped(tmp_path):
                                      "corpora": [{"name": "gone", "path": str(tmp_path / "missing")}]})
     text = plan.render(s, plan.build(s))
     assert "warning: endings corpus 'gone' left out of the plan" in text
+
+
+def test_unpriced_litellm_models_take_litellms_cost_map(tmp_path):
+    s = settings_from_dict({"models": {"mini": {"backend": "litellm", "model_id": "openai/gpt-4o-mini"},
+                                       "local": {"backend": "litellm", "model_id": "hosted_vllm/x",
+                                                 "api_base": "http://127.0.0.1:8000/v1"}}})
+    mini = plan.prices(s, "mini")          # imports litellm without fetching its cost map
+    import litellm
+    entry = litellm.model_cost["gpt-4o-mini"]
+    assert mini == (entry["input_cost_per_token"], entry["output_cost_per_token"])
+    assert plan.prices(s, "local") is None
