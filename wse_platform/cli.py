@@ -4,7 +4,7 @@
     wse materialize [--select K ...] [--partition P ...] [--stale] [--no-cache]
     wse status [--all]               stale and missing cells with their causes
     wse sql "SELECT ..." [--format table|csv|json|markdown|vertical] [-o FILE]   one read-only query
-    wse ui                           dagster dev on 127.0.0.1
+    wse ui                           the Dagster UI on 127.0.0.1, behind a guard (local Host, same origin)
     wse validate ncp-spec PATH ...   check NCP-Bench spec files
     wse ncp play --spec ID --as narrator|player   play an NCP-Bench episode in the terminal (resumable)
     wse doctor [--no-models]         check Python, llama.cpp, paths, cache, keys and every model
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
-import subprocess
+import subprocess  # noqa: F401 - tests patch `cli.subprocess.Popen` (the `dagster dev` that `wse ui` starts)
 import sys
 import time
 import warnings
@@ -180,6 +180,7 @@ def cmd_sql(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    from wse_platform import ui  # the guard in front of the webserver, the plot server, stopping on signals
     from wse_platform.runner import get_instance
     settings = _settings(args)
     get_instance(settings)  # created here, under the instance lock, not raced by dagster dev's processes
@@ -187,40 +188,7 @@ def cmd_ui(args) -> int:
     env = dict(os.environ)
     if settings.source_file:  # the config this command resolved (--config, $WSE_CONFIG or ./wse.yaml): the
         env["WSE_CONFIG"] = str(Path(settings.source_file).resolve())  # code location runs in the repo folder
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1",
-           "-p", str(args.port)]
-    server = _start_plot_server(settings)
-    print("running:", " ".join(cmd))
-    proc = subprocess.Popen(cmd, env=env, cwd=root)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached `dagster dev` too (same process group): let it stop its services
-        try:
-            proc.wait(timeout=60)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):  # a second Ctrl-C, or it hangs: stop it now
-            proc.kill()
-        print("\nwse ui: stopped", file=sys.stderr)
-        return 130
-    finally:
-        if server is not None:
-            server.shutdown()
-
-
-def _start_plot_server(settings):
-    """Serve the published plots so they show inline on the assets' Overview pages (see
-    `wse_platform.plot_server`); a taken port only costs the inline view, not the UI."""
-    from wse_platform import plot_server
-    if not settings.plots_port:
-        return None
-    try:
-        server = plot_server.start(settings.artifacts, settings.plots_port)
-    except OSError as e:
-        print(f"note: plots will not show inline: port {settings.plots_port} is not free ({e}); "
-              "set plots_port in the config to another port (or 0 to silence this)", file=sys.stderr)
-        return None
-    print(f"plots: served from {plot_server.served_dir(settings.artifacts)} on "
-          f"http://127.0.0.1:{settings.plots_port}/")
-    return server
+    return ui.run(settings, args.port, env, root)
 
 
 def cmd_validate(args) -> int:
