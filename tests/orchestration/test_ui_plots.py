@@ -77,28 +77,59 @@ def test_plot_server_serves_published_pngs_only(tmp_path):
         server.shutdown()
 
 
+def test_plot_server_refuses_links_fifos_and_foreign_hosts(tmp_path):
+    """Issue 23 item 2: `ln -s /etc/shadow <hex>.png` in the plots folder was served with 200."""
+    import os
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the browser")
+    folder = plot_server.served_dir(tmp_path)
+    folder.mkdir(parents=True)
+    name = plot_server.publish(_png(tmp_path, "p.png", "red"), tmp_path)
+    (folder / ("a" * 24 + ".png")).symlink_to(secret)
+    (folder / ("b" * 24 + ".png")).symlink_to(folder / name)   # a link even to a real plot
+    os.mkfifo(folder / ("c" * 24 + ".png"))                     # would hang a plain read
+    (folder / ("d" * 24 + ".png")).mkdir()
+    server = plot_server.start(tmp_path, port=0)
+    port = server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for bad in "abcd":
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(f"{base}/{bad * 24}.png", timeout=10)
+            assert e.value.code == 404, bad
+        req = urllib.request.Request(f"{base}/{name}", headers={"Host": f"rebound.example.com:{port}"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        assert e.value.code == 403
+        with urllib.request.urlopen(f"http://localhost:{port}/{name}", timeout=10) as r:
+            assert r.status == 200
+    finally:
+        server.shutdown()
+
+
 def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch, capsys):
     """`wse ui` serves the plots for as long as `dagster dev` runs, and stops both on Ctrl-C
     without a traceback (exit 130); a taken port is a note, not an error."""
-    from wse_platform import cli
+    import os
+    import signal
+    import sys
+    import threading
+
+    from wse_platform import cli, ui
 
     s = load_settings(str(config_file))
     name = plot_server.publish(_png(config_file.parent, "p.png", "red"), s.artifacts)
     seen = {}
 
-    class FakeDagsterDev:  # `dagster dev` that is interrupted by Ctrl-C, then shuts down
-        def __init__(self, cmd, env, cwd):
-            seen["cmd"] = cmd
-
-        def wait(self, timeout=None):
-            if "status" not in seen:
+    def ctrl_c_once_the_plot_is_served():  # the user presses Ctrl-C while the UI runs
+        for _ in range(200):
+            try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=10) as r:
                     seen["status"] = r.status
-                raise KeyboardInterrupt
-            return 0
-
-        def kill(self):
-            seen["killed"] = True
+                break
+            except OSError:
+                threading.Event().wait(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
 
     import socket
     with socket.socket() as sock:  # a free port for this test
@@ -106,9 +137,15 @@ def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch,
         port = sock.getsockname()[1]
     cfg = config_file.read_text() + f"\nplots_port: {port}\n"
     config_file.write_text(cfg)
-    monkeypatch.setattr(cli.subprocess, "Popen", FakeDagsterDev)
-    assert cli.main(["--config", str(config_file), "ui"]) == 130
-    assert seen["status"] == 200 and "dagster" in seen["cmd"] and "killed" not in seen
+    # `dagster dev` is a process that waits to be stopped
+    monkeypatch.setattr(ui, "dagster_dev_command",
+                        lambda root, p: seen.setdefault("cmd", [sys.executable, "-c", "import time; time.sleep(60)"]))
+    threading.Thread(target=ctrl_c_once_the_plot_is_served, daemon=True).start()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        ui_port = sock.getsockname()[1]
+    assert cli.main(["--config", str(config_file), "ui", "--port", str(ui_port)]) == 130
+    assert seen["status"] == 200 and "sleep" in seen["cmd"][-1]
     assert "wse ui: stopped" in capsys.readouterr().err
     with pytest.raises(urllib.error.URLError):  # stopped with the UI
         urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=2)
