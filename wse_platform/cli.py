@@ -176,7 +176,7 @@ def _full_status(args, settings) -> int:
 def cmd_sql(args) -> int:
     from wse_platform import sqlshell  # read-only enforcement and rendering live there
     return sqlshell.main(_settings(args), args.query, fmt=args.format, output=args.output, limit=args.limit,
-                         width=args.width)
+                         width=args.width, timeout=args.timeout, memory=args.memory_limit)
 
 
 def cmd_ui(args) -> int:
@@ -247,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None,
                    help="rows to show (default: 40 on the terminal for table/vertical, all otherwise)")
     p.add_argument("--width", type=int, default=None, help="table width in characters (default: the terminal's)")
+    from wse_platform.sql_limits import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, memory_limit
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"stop the query after this long (default {DEFAULT_TIMEOUT_S:g}; 0 = no limit)")
+    p.add_argument("--memory-limit", type=memory_limit, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
+                   help=f"DuckDB memory limit for the query, e.g. 512MB, 8GB (default {DEFAULT_MEMORY_LIMIT})")
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
