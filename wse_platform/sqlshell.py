@@ -306,7 +306,9 @@ def main(settings, query: str, fmt: str = "table", output: str | None = None, li
         return res, render(rel, res, fmt, width=width, limit=limit)
 
     try:
-        with Warehouse(settings.warehouse).connect(read_only=True, config={"memory_limit": memory}) as con:
+        config = {"memory_limit": memory,  # DuckDB's progress bar writes to stdout: only where a person reads it
+                  "enable_progress_bar": bool(sys.stdout.isatty() and not output)}
+        with Warehouse(settings.warehouse).connect(read_only=True, config=config) as con:
             res, text = run_interruptible(con, work, timeout)
     except ReadOnlyViolation as err:
         print(f"error: {err}", file=sys.stderr)
