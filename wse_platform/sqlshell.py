@@ -302,13 +302,13 @@ def main(settings, query: str, fmt: str = "table", output: str | None = None, li
     width = None if output else (width or terminal_width())
 
     def work():
+        progress = sys.stdout.isatty() and not output  # DuckDB's progress bar writes to stdout: a terminal's only
+        con.execute(f"SET enable_progress_bar = {str(progress).lower()}")
         rel, res = run_query(con, query, limit=shown_rows(fmt, width, limit))
         return res, render(rel, res, fmt, width=width, limit=limit)
 
     try:
-        config = {"memory_limit": memory,  # DuckDB's progress bar writes to stdout: only where a person reads it
-                  "enable_progress_bar": bool(sys.stdout.isatty() and not output)}
-        with Warehouse(settings.warehouse).connect(read_only=True, config=config) as con:
+        with Warehouse(settings.warehouse).connect(read_only=True, config={"memory_limit": memory}) as con:
             res, text = run_interruptible(con, work, timeout)
     except ReadOnlyViolation as err:
         print(f"error: {err}", file=sys.stderr)
