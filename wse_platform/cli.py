@@ -279,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+")
     p.set_defaults(func=cmd_validate)
 
+    for sp in [*sub.choices.values(), *ncp_sub.choices.values()]:  # `wse status --config X` as `wse --config X status`
+        sp.add_argument("--config", default=argparse.SUPPRESS, help="config file (default: $WSE_CONFIG or ./wse.yaml)")
     args = parser.parse_args(argv)
     from wse_platform.errors import ActionableError
     try:
