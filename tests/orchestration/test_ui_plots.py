@@ -45,11 +45,45 @@ def test_table_plots_are_short_inline_images_served_content_addressed(config_fil
     served = plot_server.served_dir(s.artifacts) / url.group(3)
     assert served.read_bytes() == first.read_bytes()
     assert len(meta["curves_embedded"].value) > INLINE_LIMIT  # the portable copy, one click away
-    assert meta["curves_file"].value == first.resolve().as_uri()
+    assert meta["curves_file"].value == "curves.png"  # relative to the config file's folder
     # a redrawn plot gets its own address; the older materialization keeps showing its own plot
     first.write_bytes(_png(tmp_path, "other.png", "blue").read_bytes())
     again = plot_metadata({"curves": first}, s)["curves"].value
     assert again != inline and served.exists()
+
+
+def test_plot_links_follow_the_folder_when_it_is_moved(tmp_path):
+    """Issue 21: the links were absolute `file://` paths of the folder where the demo ran."""
+    import shutil
+
+    from tests.conftest import write_config
+    first, moved = tmp_path / "first", tmp_path / "elsewhere" / "moved"
+    first.mkdir()
+    with __import__("socket").socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    links = {}
+    for plots_port in (port, 0):
+        cfg = write_config(first, warehouse_path="wh.duckdb", artifacts_dir="artifacts", cache_dir="cache",
+                           plots_port=plots_port)
+        s = load_settings(str(cfg))
+        (s.artifacts / "plots").mkdir(parents=True, exist_ok=True)
+        png = _png(s.artifacts / "plots", f"p{plots_port}.png", "red")
+        links[plots_port] = dict(plot_metadata({"p": png}, s))
+    shutil.move(first, moved)
+    s = load_settings(str(moved / "wse.yaml"))
+    server = plot_server.start(s.artifacts, port)
+    try:
+        for plots_port, meta in links.items():
+            drawn = (s.artifacts / "plots" / f"p{plots_port}.png").read_bytes()
+            target = Path(meta["p_file"].value)  # the file's path: relative to the (moved) config folder
+            assert not target.is_absolute() and (moved / target).read_bytes() == drawn, target
+            if plots_port:  # the inline image: served from the moved artifacts folder
+                url = re.fullmatch(r"!\[p\]\((.+)\)", meta["p"].value).group(1)
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    assert r.status == 200 and r.read() == drawn
+    finally:
+        server.shutdown()
 
 
 def test_no_settings_or_port_zero_keeps_the_plot_one_click_away(config_file, tmp_path):
