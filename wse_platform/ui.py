@@ -12,6 +12,8 @@ SIGTERM to `dagster dev` (it stops its webserver and daemon the way Ctrl-C does)
 `GRACE_S`, SIGTERM and finally SIGKILL to whatever is left in its process group (and of the process
 tree noted before, should a child have left the group); a second signal skips the grace period.
 The guard and the plot server stop first, so no request reaches a webserver that is going away.
+`wse ui` killed with SIGKILL cannot do that; `dagster dev` then gets SIGTERM from the kernel
+(PR_SET_PDEATHSIG, Linux) and stops its webserver and daemon itself.
 """
 from __future__ import annotations
 
@@ -33,6 +35,20 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def dagster_dev_command(root: Path, internal_port: int) -> list[str]:
     return [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1",
             "-p", str(internal_port)]
+
+
+# Run a command so that it gets SIGTERM when the process that started it dies, even by SIGKILL
+# (Linux prctl PR_SET_PDEATHSIG, kept across exec): `kill -9` of `wse ui` still stops `dagster dev`.
+_PDEATHSIG = ("import ctypes, os, signal, sys\n"
+              "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"
+              "if os.getppid() != int(sys.argv[1]): sys.exit(143)\n"  # the parent died before prctl
+              "os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def with_parent_death_signal(cmd: list[str]) -> list[str]:
+    if not sys.platform.startswith("linux"):
+        return cmd
+    return [sys.executable, "-c", _PDEATHSIG, str(os.getpid()), *cmd]
 
 
 def start_plot_server(settings):
@@ -81,7 +97,7 @@ def run(settings, port: int, env: dict[str, str], root: Path) -> int:
     cmd = dagster_dev_command(root, internal)
     with _Signals() as sigs:
         print("running:", " ".join(cmd))
-        proc = subprocess.Popen(cmd, env=env, cwd=root, start_new_session=True)
+        proc = subprocess.Popen(with_parent_death_signal(cmd), env=env, cwd=root, start_new_session=True)
         plots = start_plot_server(settings)
         guard.start()
         print(f"wse ui: open http://127.0.0.1:{guard.port}/ (the Dagster webserver behind it, on "

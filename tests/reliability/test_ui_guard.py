@@ -29,10 +29,11 @@ FAKE = Path(__file__).with_name("_fake_dagster_dev.py")
 DRIVER = r"""
 import subprocess, sys
 FAKE = sys.argv.pop(1)
-class Rewriting(subprocess.Popen):  # `python -m dagster dev ... -p PORT` -> the stand-in on that port
+class Rewriting(subprocess.Popen):  # `[prefix] python -m dagster dev ... -p PORT` -> the stand-in on that port
     def __init__(self, cmd, *a, **kw):
-        if list(cmd[1:4]) == ["-m", "dagster", "dev"]:
-            cmd = [sys.executable, FAKE, "-p", cmd[cmd.index("-p") + 1]]
+        at = next((i for i in range(len(cmd)) if list(cmd[i:i + 3]) == ["-m", "dagster", "dev"]), None)
+        if at is not None:
+            cmd = [*cmd[:at - 1], sys.executable, FAKE, "-p", cmd[cmd.index("-p", at) + 1]]
         super().__init__(cmd, *a, **kw)
 subprocess.Popen = Rewriting
 try:
@@ -74,8 +75,9 @@ def _closed(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_wse_ui_refuses_foreign_pages_and_stops_everything_on_a_signal(tmp_path, sig):
+def _start_ui(tmp_path):
+    """`wse ui` as its own process, the stand-in `dagster dev` below it; once it answers through the
+    user's port: (process, user's port, plot port, record file, pids of the stand-in tree)."""
     port, plots = _free_port(), _free_port()
     cfg = write_config(tmp_path, plots_port=plots)
     record = tmp_path / "executed.jsonl"
@@ -84,18 +86,31 @@ def test_wse_ui_refuses_foreign_pages_and_stops_everything_on_a_signal(tmp_path,
     (tmp_path / "dh").mkdir()
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(FAKE), "--config", str(cfg), "ui", "--port", str(port)],
                             env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base, pids = f"http://127.0.0.1:{port}", {}
+    deadline = time.time() + 90
+    while time.time() < deadline:  # up once the stand-in answers through the user's port
+        try:
+            if _request(f"http://127.0.0.1:{port}/server_info")[0] == 200:
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read())
+        time.sleep(0.2)
+    return proc, port, plots, record, json.loads(Path(f"{record}.pids").read_text())
+
+
+def _cleanup(proc, pids) -> None:
+    for pid in (proc.pid, pids.get("dev"), pids.get("daemon")):
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_wse_ui_refuses_foreign_pages_and_stops_everything_on_a_signal(tmp_path, sig):
+    proc, port, plots, record, pids = _start_ui(tmp_path)
+    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:  # up once the stand-in answers through the user's port
-            try:
-                if _request(f"{base}/server_info")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.stderr.read()
-            time.sleep(0.2)
-        pids = json.loads(Path(f"{record}.pids").read_text())
         own = {"Origin": base, "Content-Type": "application/json"}
         evil = {"Origin": "http://evil.example.com", "Content-Type": "application/json"}
 
@@ -139,10 +154,23 @@ def test_wse_ui_refuses_foreign_pages_and_stops_everything_on_a_signal(tmp_path,
         assert not _alive(pids["dev"]) and not _alive(pids["daemon"])
         assert _closed(port) and _closed(pids["port"]) and _closed(plots)
     finally:
-        for pid in (proc.pid, pids.get("dev"), pids.get("daemon")):
-            if pid and _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _cleanup(proc, pids)
+
+
+def test_wse_ui_killed_with_sigkill_still_stops_the_webserver(tmp_path):
+    """`kill -9` cannot be handled by `wse ui`: the kernel sends `dagster dev` SIGTERM (PR_SET_PDEATHSIG),
+    which stops it; the real one then stops its webserver and daemon (the stand-in's daemon ignores it)."""
+    proc, port, plots, record, pids = _start_ui(tmp_path)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+        deadline = time.time() + 20
+        while _alive(pids["dev"]) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pids["dev"])
+        assert _closed(port) and _closed(pids["port"]) and _closed(plots)
+    finally:
+        _cleanup(proc, pids)
 
 
 @pytest.mark.parametrize("method,query,headers,expected", [
