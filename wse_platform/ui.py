@@ -27,7 +27,9 @@ from pathlib import Path
 
 from wse_platform import ui_guard
 
-GRACE_S = 30.0        # `dagster dev` gets this long (it took 18-20 s on a loaded 2-core machine) to stop its services before they are signalled directly
+# `dagster dev` gets this long to stop its services before they are signalled directly (it took
+# 18-20 s on a loaded 2-core machine)
+GRACE_S = 30.0
 KILL_AFTER_S = 5.0    # then SIGTERM to the group, and SIGKILL after this long
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -100,9 +102,9 @@ def run(settings, port: int, env: dict[str, str], root: Path) -> int:
         proc = subprocess.Popen(with_parent_death_signal(cmd), env=env, cwd=root, start_new_session=True)
         plots = start_plot_server(settings)
         guard.start()
-        print(f"wse ui: open http://127.0.0.1:{guard.port}/ (the Dagster webserver behind it, on "
-              f"127.0.0.1:{internal}, takes requests from this guard only: local Host, same-origin, "
-              "no mutations over GET)", flush=True)
+        print(f"wse ui: open http://127.0.0.1:{guard.port}/ (a guard in front of the Dagster webserver: this "
+              f"machine's pages only, no mutations over GET; the webserver's own port {internal} is one "
+              "browsers refuse to open)", flush=True)
         try:
             while proc.poll() is None and not sigs.received:
                 time.sleep(0.2)
