@@ -178,7 +178,7 @@ class GuardProxy:
         try:
             upstream = await connect(f"ws://{self.upstream}{self._target(scope)}", additional_headers=extra,
                                      subprotocols=scope.get("subprotocols") or None, max_size=None,
-                                     open_timeout=10, compression=None)
+                                     open_timeout=10, compression=None, user_agent_header=None)
         except Exception:  # noqa: BLE001 - any failed handshake upstream (not started, refused, timeout)
             await send({"type": "websocket.close", "code": 1011})
             return
