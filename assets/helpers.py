@@ -4,7 +4,7 @@ Every table materialization carries what a Dagster user expects on a table asset
 ``dagster/row_count`` of the *whole* table (``partition_row_count`` for the partition just
 written), ``dagster/table_name``, ``dagster/column_schema`` read back from the warehouse, a typed
 table preview (``MetadataValue.table``), plots inline on the Overview page (see `plot_metadata`),
-embedded in markdown and linked as ``file://``, and a data version computed from the rows written, so a run that writes identical
+embedded in markdown and their path (relative to the config's folder), and a data version computed from the rows written, so a run that writes identical
 rows does not make anything downstream look changed.
 """
 from __future__ import annotations
@@ -158,7 +158,9 @@ def plot_metadata(plots: Mapping[str, str | Path] | None, settings: Settings | N
     """Each plot three ways: `<name>` a short markdown image the UI shows inline on the asset's
     Overview (served by `wse ui`, see `wse_platform.plot_server`; only with `settings` and a
     `plots_port`), `<name>_embedded` the PNG itself in markdown (works anywhere, one click away)
-    and `<name>_file` a link to the PNG file."""
+    and `<name>_file` the PNG's path, relative to the config file's folder when inside it — never an
+    absolute `file://` address of wherever the run happened (issue 21); the inline image is served
+    from the current artifacts folder when it is viewed, so both survive moving the folder."""
     meta: dict[str, Any] = {}
     for name, path in (plots or {}).items():
         p = Path(path)
@@ -166,8 +168,18 @@ def plot_metadata(plots: Mapping[str, str | Path] | None, settings: Settings | N
             url = plot_server.plot_url(settings.plots_port, plot_server.publish(p, settings.artifacts))
             meta[name] = MetadataValue.md(f"![{name}]({url})")
         meta[f"{name}_embedded"] = MetadataValue.md(_inline_png(p))
-        meta[f"{name}_file"] = MetadataValue.url(p.resolve().as_uri())
+        meta[f"{name}_file"] = MetadataValue.path(portable_path(p, settings))
     return meta
+
+
+def portable_path(path: Path, settings: Settings | None) -> str:
+    """`path` as recorded in metadata: relative to the config file's folder when inside it (so it
+    stays right when that folder, warehouse and artifacts included, is moved), else absolute."""
+    p = Path(path).resolve()
+    base = Path(settings.source_file).resolve().parent if settings is not None and settings.source_file else None
+    if base is not None and p.is_relative_to(base):
+        return str(p.relative_to(base))
+    return str(p)
 
 
 def write_table(

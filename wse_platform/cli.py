@@ -4,7 +4,7 @@
     wse materialize [--select K ...] [--partition P ...] [--stale] [--no-cache]
     wse status [--all]               stale and missing cells with their causes
     wse sql "SELECT ..." [--format table|csv|json|markdown|vertical] [-o FILE]   one read-only query
-    wse ui                           dagster dev on 127.0.0.1
+    wse ui                           the Dagster UI on 127.0.0.1, behind a guard (local Host, same origin)
     wse validate ncp-spec PATH ...   check NCP-Bench spec files
     wse ncp play --spec ID --as narrator|player   play an NCP-Bench episode in the terminal (resumable)
     wse doctor [--no-models]         check Python, llama.cpp, paths, cache, keys and every model
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
-import subprocess
+import subprocess  # noqa: F401 - tests patch `cli.subprocess.Popen` (the `dagster dev` that `wse ui` starts)
 import sys
 import time
 import warnings
@@ -191,10 +191,11 @@ def cmd_plan(args) -> int:
 def cmd_sql(args) -> int:
     from wse_platform import sqlshell  # read-only enforcement and rendering live there
     return sqlshell.main(_settings(args), args.query, fmt=args.format, output=args.output, limit=args.limit,
-                         width=args.width)
+                         width=args.width, timeout=args.timeout, memory=args.memory_limit)
 
 
 def cmd_ui(args) -> int:
+    from wse_platform import ui  # the guard in front of the webserver, the plot server, stopping on signals
     from wse_platform.runner import get_instance
     settings = _settings(args)
     get_instance(settings)  # created here, under the instance lock, not raced by dagster dev's processes
@@ -202,40 +203,7 @@ def cmd_ui(args) -> int:
     env = dict(os.environ)
     if settings.source_file:  # the config this command resolved (--config, $WSE_CONFIG or ./wse.yaml): the
         env["WSE_CONFIG"] = str(Path(settings.source_file).resolve())  # code location runs in the repo folder
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(root / "workspace.yaml"), "-h", "127.0.0.1",
-           "-p", str(args.port)]
-    server = _start_plot_server(settings)
-    print("running:", " ".join(cmd))
-    proc = subprocess.Popen(cmd, env=env, cwd=root)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached `dagster dev` too (same process group): let it stop its services
-        try:
-            proc.wait(timeout=60)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):  # a second Ctrl-C, or it hangs: stop it now
-            proc.kill()
-        print("\nwse ui: stopped", file=sys.stderr)
-        return 130
-    finally:
-        if server is not None:
-            server.shutdown()
-
-
-def _start_plot_server(settings):
-    """Serve the published plots so they show inline on the assets' Overview pages (see
-    `wse_platform.plot_server`); a taken port only costs the inline view, not the UI."""
-    from wse_platform import plot_server
-    if not settings.plots_port:
-        return None
-    try:
-        server = plot_server.start(settings.artifacts, settings.plots_port)
-    except OSError as e:
-        print(f"note: plots will not show inline: port {settings.plots_port} is not free ({e}); "
-              "set plots_port in the config to another port (or 0 to silence this)", file=sys.stderr)
-        return None
-    print(f"plots: served from {plot_server.served_dir(settings.artifacts)} on "
-          f"http://127.0.0.1:{settings.plots_port}/")
-    return server
+    return ui.run(settings, args.port, env, root)
 
 
 def cmd_validate(args) -> int:
@@ -303,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None,
                    help="rows to show (default: 40 on the terminal for table/vertical, all otherwise)")
     p.add_argument("--width", type=int, default=None, help="table width in characters (default: the terminal's)")
+    from wse_platform.sql_limits import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S, memory_limit
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"stop the query after this long (default {DEFAULT_TIMEOUT_S:g}; 0 = no limit)")
+    p.add_argument("--memory-limit", type=memory_limit, default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
+                   help=f"DuckDB memory limit for the query, e.g. 512MB, 8GB (default {DEFAULT_MEMORY_LIMIT})")
     p.set_defaults(func=cmd_sql)
 
     p = sub.add_parser("ui", help="start the Dagster UI on 127.0.0.1")
@@ -330,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("paths", nargs="+")
     p.set_defaults(func=cmd_validate)
 
+    for sp in [*sub.choices.values(), *ncp_sub.choices.values()]:  # `wse status --config X` as `wse --config X status`
+        sp.add_argument("--config", default=argparse.SUPPRESS, help="config file (default: $WSE_CONFIG or ./wse.yaml)")
     args = parser.parse_args(argv)
     from wse_platform.errors import ActionableError
     try:

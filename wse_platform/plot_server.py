@@ -5,7 +5,10 @@ characters (longer ones become a "[Show Markdown]" dialog), and a PNG embedded a
 always longer. So each plot is published as a content-addressed copy (`<sha>.png`, so an older
 materialization keeps showing *its* plot) in one folder, `<artifacts>/ui_plots`, which `wse ui`
 serves read-only on 127.0.0.1 next to the Dagster UI; the metadata entry is then a short
-`![plot](http://127.0.0.1:<port>/<sha>.png)`. Only `*.png` files of that folder are served.
+`![plot](http://127.0.0.1:<port>/<sha>.png)`. Only `<hex>.png` regular files of that folder are
+served: a symbolic link (e.g. `ln -s /etc/shadow <hex>.png`), a FIFO or anything else that is not a
+regular file is refused (opened with O_NOFOLLOW | O_NONBLOCK, checked with fstat), as is a request
+whose Host is not this machine's loopback name with the server's port (DNS rebinding).
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import http.server
 import os
 import re
 import shutil
+import stat
 import threading
 from pathlib import Path
 
@@ -43,16 +47,34 @@ def publish(png: Path, artifacts: Path) -> str:
     return name
 
 
+def read_plot(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file itself (not a link, FIFO, device, folder), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # missing, or a symbolic link (ELOOP)
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     directory: Path  # set on the subclass built by `start`
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        from wse_platform.ui_guard import allowed_hosts
+        if (self.headers.get("Host") or "").lower() not in allowed_hosts(self.server.server_address[1]):
+            self.send_error(403, "not this machine's plot server")
+            return
         m = _NAME.match(self.path.split("?", 1)[0])
-        file = self.directory / m.group(1) if m else None
-        if file is None or not file.is_file():
+        body = read_plot(self.directory / m.group(1)) if m else None
+        if body is None:
             self.send_error(404, "no such plot")
             return
-        body = file.read_bytes()
         self.send_response(200)
         self.send_header("Content-Type", "image/png")
         self.send_header("Content-Length", str(len(body)))

@@ -9,6 +9,14 @@ Read-only is enforced twice, by DuckDB itself rather than by inspecting SQL text
 Rendering: `table` is DuckDB's own box renderer (the DuckDB CLI's), truncated to the terminal
 width with the hidden columns named below it; `vertical` shows one field per line (for wide
 rows); `csv`, `json`, `markdown` are for files and other tools (`-o FILE`).
+
+Under load (issue 23, item 12): the statement runs with a time limit (`--timeout`, default
+`DEFAULT_TIMEOUT_S` in `sql_limits.py`) and a memory limit (`--memory-limit`, DuckDB's `memory_limit`, default
+`DEFAULT_MEMORY_LIMIT`); Ctrl-C interrupts it (the query runs in a worker thread and the main thread
+calls DuckDB's `interrupt()`, for the timeout as for Ctrl-C); the connection is a reader's, which
+shares the warehouse with other readers (see `Warehouse.connect`); and when only some rows are shown
+(`--limit`, or the terminal's default) only those rows (plus one, to know that more exist) are
+computed and fetched, never the whole result.
 """
 from __future__ import annotations
 
@@ -18,14 +26,19 @@ import datetime as dt
 import decimal
 import io
 import json
+import os
 import shutil
 import sys
 import textwrap
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from wse_platform.sql_limits import DEFAULT_MEMORY_LIMIT, DEFAULT_TIMEOUT_S
 
 FORMATS = ("table", "csv", "json", "markdown", "vertical")
 DEFAULT_TABLE_ROWS = 40  # rows the table/vertical renderers print unless --limit says otherwise
@@ -49,6 +62,15 @@ class Result:
     columns: list[str]
     types: list[str]
     rows: list[tuple[Any, ...]]
+    more: bool = False  # rows beyond `rows` exist (not fetched: only what is shown is computed)
+
+
+class QueryStopped(RuntimeError):
+    """The statement was interrupted: by the statement timeout or by Ctrl-C (`by_user`)."""
+
+    def __init__(self, message: str, by_user: bool):
+        super().__init__(message)
+        self.by_user = by_user
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
@@ -72,8 +94,11 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> Any:
     return statements[0]
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[duckdb.DuckDBPyRelation, Result]:
-    """Validate, lock the connection down, run. Returns DuckDB's relation and the fetched rows."""
+def run_query(con: duckdb.DuckDBPyConnection, sql: str,
+              limit: int | None = None) -> tuple[duckdb.DuckDBPyRelation, Result]:
+    """Validate, lock the connection down, run. Returns DuckDB's relation (limited to `limit` rows
+    when given) and the fetched rows: all of them, or the first `limit` (`Result.more` says whether
+    there are others; they are neither computed beyond the engine's next chunk nor fetched)."""
     check_statement(con, sql)
     lock_down(con)
     try:
@@ -82,7 +107,60 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[duckdb.DuckDBPy
         raise ReadOnlyViolation(f"{err}; {READ_ONLY_NOTE}") from None
     if rel is None:  # not a query after all (cannot happen for SELECT/EXPLAIN, but never print None)
         return rel, Result([], [], [])
-    return rel, Result(list(rel.columns), [str(t) for t in rel.types], rel.fetchall())
+    columns, types = list(rel.columns), [str(t) for t in rel.types]
+    if limit is None:
+        return rel, Result(columns, types, rel.fetchall())
+    rows = rel.limit(limit + 1).fetchall()
+    return rel.limit(limit), Result(columns, types, rows[:limit], more=len(rows) > limit)
+
+
+def run_interruptible(con: duckdb.DuckDBPyConnection, work, timeout_s: float | None):
+    """`work()` (which runs statements on `con`) in a worker thread; after `timeout_s` seconds, or on
+    Ctrl-C, `con.interrupt()` stops the statement and QueryStopped is raised. A second Ctrl-C while
+    DuckDB winds down exits at once (130). Ctrl-C is taken by a handler of our own while the
+    statement runs, not as a KeyboardInterrupt: one raised inside `Thread.join` can leave the thread
+    looking finished while DuckDB still runs in it (then closing the connection aborts the process)."""
+    import signal
+
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    ctrl_c: list[int] = []
+
+    def run():
+        try:
+            box["value"] = work()
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread
+            box["error"] = err
+        finally:
+            done.set()
+
+    def on_sigint(_sig, _frame):
+        ctrl_c.append(1)
+        if len(ctrl_c) > 1:
+            print("\nwse sql: interrupted", file=sys.stderr, flush=True)
+            os._exit(130)
+        con.interrupt()
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, on_sigint) if main_thread else None
+    try:
+        threading.Thread(target=run, name="wse-sql-query", daemon=True).start()
+        start, timed_out = time.monotonic(), False
+        while not done.wait(0.05):
+            if timeout_s and not timed_out and time.monotonic() - start > timeout_s:
+                timed_out = True
+                con.interrupt()
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, old)
+    if ctrl_c:
+        raise QueryStopped("interrupted (Ctrl-C)", by_user=True)
+    if timed_out and isinstance(box.get("error"), duckdb.InterruptException):
+        raise QueryStopped(f"the query ran longer than the statement timeout ({timeout_s:g} s) and was stopped; "
+                           "--timeout SECONDS allows more (0 = no limit)", by_user=False)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 # ---- rendering -------------------------------------------------------------------------------
@@ -126,6 +204,8 @@ def render_table(rel: duckdb.DuckDBPyRelation, res: Result, width: int | None, m
                               subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
         text += (f"\n{len(hidden)} of {len(res.columns)} columns hidden to fit {width} characters:\n{names}\n"
                  "(select fewer columns, or use --format vertical, or -o FILE)")
+    if res.more:
+        text += f"\n(first {len(res.rows)} rows; {MORE_NOTE})"
     return text + "\n"
 
 
@@ -177,16 +257,28 @@ def render_json(res: Result, max_rows: int | None) -> str:
     return json.dumps(records, ensure_ascii=False, indent=1) + "\n"
 
 
+MORE_NOTE = "more rows not fetched: --limit N shows more, -o FILE writes all"
+
+
 def _footer(res: Result, shown: int) -> str:
     n = len(res.rows)
+    if res.more:
+        return f"(first {shown} rows; {MORE_NOTE})"
     return f"({n} row{'s' if n != 1 else ''}" + (f", {shown} shown)" if shown < n else ")")
+
+
+def shown_rows(fmt: str, width: int | None, limit: int | None) -> int | None:
+    """How many rows `fmt` shows (None: all): --limit, else 40 on a terminal for table/vertical."""
+    if fmt in ("table", "vertical") and width:
+        return limit or DEFAULT_TABLE_ROWS
+    return limit
 
 
 def render(rel, res: Result, fmt: str, *, width: int | None, limit: int | None) -> str:
     if fmt == "table":
-        return render_table(rel, res, width, (limit or DEFAULT_TABLE_ROWS) if width else (limit or 10**9))
+        return render_table(rel, res, width, shown_rows(fmt, width, limit) or 10**9)
     if fmt == "vertical":
-        return render_vertical(res, limit or (DEFAULT_TABLE_ROWS if width else None))
+        return render_vertical(res, shown_rows(fmt, width, limit))
     return {"csv": render_csv, "json": render_json, "markdown": render_markdown}[fmt](res, limit)
 
 
@@ -197,21 +289,33 @@ def terminal_width() -> int:
 
 
 def main(settings, query: str, fmt: str = "table", output: str | None = None, limit: int | None = None,
-         width: int | None = None) -> int:
-    """`wse sql`: exit 0 with the result, 1 on an SQL error, 2 on a refused statement or no warehouse."""
+         width: int | None = None, timeout: float | None = DEFAULT_TIMEOUT_S,
+         memory: str = DEFAULT_MEMORY_LIMIT) -> int:
+    """`wse sql`: exit 0 with the result, 1 on an SQL error or the statement timeout, 2 on a refused
+    statement or no warehouse, 130 on Ctrl-C."""
     from wse_platform.warehouse import Warehouse
 
     if not settings.warehouse.exists():
         print(f"error: no warehouse at {settings.warehouse} yet (run `wse demo` or `wse materialize`)",
               file=sys.stderr)
         return 2
+    width = None if output else (width or terminal_width())
+
+    def work():
+        progress = sys.stdout.isatty() and not output  # DuckDB's progress bar writes to stdout: a terminal's only
+        con.execute(f"SET enable_progress_bar = {str(progress).lower()}")
+        rel, res = run_query(con, query, limit=shown_rows(fmt, width, limit))
+        return res, render(rel, res, fmt, width=width, limit=limit)
+
     try:
-        with Warehouse(settings.warehouse).connect(read_only=True) as con:
-            rel, res = run_query(con, query)
-            text = render(rel, res, fmt, width=None if output else (width or terminal_width()), limit=limit)
+        with Warehouse(settings.warehouse).connect(read_only=True, config={"memory_limit": memory}) as con:
+            res, text = run_interruptible(con, work, timeout)
     except ReadOnlyViolation as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except QueryStopped as err:
+        print(f"{'' if err.by_user else 'error: '}{err}", file=sys.stderr)
+        return 130 if err.by_user else 1
     except duckdb.Error as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

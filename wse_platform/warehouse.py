@@ -2,7 +2,8 @@
 
 DuckDB allows one writing process per database file. Several Dagster runs (one
 process each) write at once, so every connection is taken under an inter-process
-file lock (``<db>.lock``) and held only for the duration of one short transaction.
+file lock (``<db>.lock``; shared among read-only connections, see `readlock.py`) and held only for
+the duration of one short transaction.
 Writers queue on the lock instead of failing; if some *other* program holds the
 DuckDB file (e.g. a user's duckdb shell), opening is retried with backoff. A wait is
 never silent: after a few seconds the waiter prints (stderr) who holds the lock — the
@@ -31,6 +32,7 @@ import duckdb
 import polars as pl
 from filelock import FileLock, Timeout
 
+from wse_platform import readlock
 from wse_platform.config import REPO_ROOT
 from wse_platform.errors import ActionableError
 
@@ -98,18 +100,21 @@ class Warehouse:
             yield kept
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(self.path) + ".lock")
+        shared = read_only and self.path.exists() and readlock.AVAILABLE  # readers share the lock (readlock.py)
+        lock = readlock.SharedFileLock(str(self.path) + ".lock") if shared else FileLock(str(self.path) + ".lock")
         self._acquire(lock)
         try:
-            self._note_owner()
+            if not shared:  # the owner note names the one writer; readers are many
+                self._note_owner()
             con = self._open(read_only and self.path.exists(), config)
             try:
                 yield con
             finally:
                 con.close()
         finally:
-            with contextlib.suppress(OSError):
-                self.owner_file.unlink()
+            if not shared:
+                with contextlib.suppress(OSError):
+                    self.owner_file.unlink()
             lock.release()
 
     @contextlib.contextmanager

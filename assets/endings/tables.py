@@ -9,7 +9,7 @@ import shutil
 
 from dagster import AssetExecutionContext, AssetKey, MaterializeResult, MetadataValue, asset
 
-from assets.helpers import write_table
+from assets.helpers import portable_path, write_table
 from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
@@ -78,7 +78,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         pngs = plot_story_curves(curves, out_dir)
         grid = plot_curve_grid(curves, out_dir / "overview.png")
         return write_table(wh, "endings_story_tension", df, plots={"no_rate_curves": grid} if grid else None,
-                           settings=s, extra_metadata={"curve_pngs": len(pngs), "curve_dir": MetadataValue.path(str(out_dir)),
+                           settings=s, extra_metadata={"curve_pngs": len(pngs), "curve_dir": MetadataValue.path(portable_path(out_dir, s)),
                                            **_same_model_note(df)})
 
     def _group_asset(name: str, builder, what: str, extra_deps=(), with_rubric=False, bars=False):

@@ -90,14 +90,18 @@ def test_wse_ui_in_a_folder_with_its_own_config_uses_that_config(tmp_path, monke
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dh"))
     seen = {}
     class FakeDagsterDev:
-        def __init__(self, cmd, env, cwd):
+        pid = -1  # not a process: nothing below it for `wse ui` to stop
+
+        def __init__(self, cmd, env, cwd, **kw):
             seen.update(env=env, cwd=cwd)
 
         def wait(self, timeout=None):
             return 0
 
+        poll = wait
+
     monkeypatch.setattr(cli.subprocess, "Popen", FakeDagsterDev)
-    assert cli.main(["ui"]) == 0
+    assert cli.main(["ui", "--port", "0"]) == 0
     # dagster dev runs in the repository; the code location must still read ./wse.yaml of this folder
     assert seen["env"]["WSE_CONFIG"] == str(cfg.resolve())
 

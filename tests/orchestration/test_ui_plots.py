@@ -45,11 +45,45 @@ def test_table_plots_are_short_inline_images_served_content_addressed(config_fil
     served = plot_server.served_dir(s.artifacts) / url.group(3)
     assert served.read_bytes() == first.read_bytes()
     assert len(meta["curves_embedded"].value) > INLINE_LIMIT  # the portable copy, one click away
-    assert meta["curves_file"].value == first.resolve().as_uri()
+    assert meta["curves_file"].value == "curves.png"  # relative to the config file's folder
     # a redrawn plot gets its own address; the older materialization keeps showing its own plot
     first.write_bytes(_png(tmp_path, "other.png", "blue").read_bytes())
     again = plot_metadata({"curves": first}, s)["curves"].value
     assert again != inline and served.exists()
+
+
+def test_plot_links_follow_the_folder_when_it_is_moved(tmp_path):
+    """Issue 21: the links were absolute `file://` paths of the folder where the demo ran."""
+    import shutil
+
+    from tests.conftest import write_config
+    first, moved = tmp_path / "first", tmp_path / "elsewhere" / "moved"
+    first.mkdir()
+    with __import__("socket").socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    links = {}
+    for plots_port in (port, 0):
+        cfg = write_config(first, warehouse_path="wh.duckdb", artifacts_dir="artifacts", cache_dir="cache",
+                           plots_port=plots_port)
+        s = load_settings(str(cfg))
+        (s.artifacts / "plots").mkdir(parents=True, exist_ok=True)
+        png = _png(s.artifacts / "plots", f"p{plots_port}.png", "red")
+        links[plots_port] = dict(plot_metadata({"p": png}, s))
+    shutil.move(first, moved)
+    s = load_settings(str(moved / "wse.yaml"))
+    server = plot_server.start(s.artifacts, port)
+    try:
+        for plots_port, meta in links.items():
+            drawn = (s.artifacts / "plots" / f"p{plots_port}.png").read_bytes()
+            target = Path(meta["p_file"].value)  # the file's path: relative to the (moved) config folder
+            assert not target.is_absolute() and (moved / target).read_bytes() == drawn, target
+            if plots_port:  # the inline image: served from the moved artifacts folder
+                url = re.fullmatch(r"!\[p\]\((.+)\)", meta["p"].value).group(1)
+                with urllib.request.urlopen(url, timeout=10) as r:
+                    assert r.status == 200 and r.read() == drawn
+    finally:
+        server.shutdown()
 
 
 def test_no_settings_or_port_zero_keeps_the_plot_one_click_away(config_file, tmp_path):
@@ -77,28 +111,60 @@ def test_plot_server_serves_published_pngs_only(tmp_path):
         server.shutdown()
 
 
+def test_plot_server_refuses_links_fifos_and_foreign_hosts(tmp_path):
+    """Issue 23 item 2: `ln -s /etc/shadow <hex>.png` in the plots folder was served with 200."""
+    import os
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the browser")
+    folder = plot_server.served_dir(tmp_path)
+    folder.mkdir(parents=True)
+    name = plot_server.publish(_png(tmp_path, "p.png", "red"), tmp_path)
+    (folder / ("a" * 24 + ".png")).symlink_to(secret)
+    (folder / ("b" * 24 + ".png")).symlink_to(folder / name)   # a link even to a real plot
+    os.mkfifo(folder / ("c" * 24 + ".png"))                     # would hang a plain read
+    (folder / ("d" * 24 + ".png")).mkdir()
+    server = plot_server.start(tmp_path, port=0)
+    port = server.server_address[1]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for bad in "abcd":
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(f"{base}/{bad * 24}.png", timeout=10)
+            assert e.value.code == 404, bad
+        req = urllib.request.Request(f"{base}/{name}", headers={"Host": f"rebound.example.com:{port}"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        assert e.value.code == 403
+        with urllib.request.urlopen(f"http://localhost:{port}/{name}", timeout=10) as r:
+            assert r.status == 200
+    finally:
+        server.shutdown()
+
+
 def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch, capsys):
     """`wse ui` serves the plots for as long as `dagster dev` runs, and stops both on Ctrl-C
     without a traceback (exit 130); a taken port is a note, not an error."""
-    from wse_platform import cli
+    import os
+    import signal
+    import sys
+    import threading
+
+    from wse_platform import cli, ui
 
     s = load_settings(str(config_file))
     name = plot_server.publish(_png(config_file.parent, "p.png", "red"), s.artifacts)
     seen = {}
 
-    class FakeDagsterDev:  # `dagster dev` that is interrupted by Ctrl-C, then shuts down
-        def __init__(self, cmd, env, cwd):
-            seen["cmd"] = cmd
-
-        def wait(self, timeout=None):
-            if "status" not in seen:
+    def ctrl_c_once_the_plot_is_served():  # the user presses Ctrl-C while the UI runs
+        for _ in range(200):
+            try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=10) as r:
                     seen["status"] = r.status
-                raise KeyboardInterrupt
-            return 0
-
-        def kill(self):
-            seen["killed"] = True
+                break
+            except OSError:
+                threading.Event().wait(0.05)
+        if "status" in seen:  # `wse ui` is running with its own handler (else the child ends in 60 s)
+            os.kill(os.getpid(), signal.SIGINT)
 
     import socket
     with socket.socket() as sock:  # a free port for this test
@@ -106,9 +172,15 @@ def test_wse_ui_starts_the_plot_server_next_to_dagster(config_file, monkeypatch,
         port = sock.getsockname()[1]
     cfg = config_file.read_text() + f"\nplots_port: {port}\n"
     config_file.write_text(cfg)
-    monkeypatch.setattr(cli.subprocess, "Popen", FakeDagsterDev)
-    assert cli.main(["--config", str(config_file), "ui"]) == 130
-    assert seen["status"] == 200 and "dagster" in seen["cmd"] and "killed" not in seen
+    # `dagster dev` is a process that waits to be stopped
+    monkeypatch.setattr(ui, "dagster_dev_command",
+                        lambda root, p: seen.setdefault("cmd", [sys.executable, "-c", "import time; time.sleep(60)"]))
+    threading.Thread(target=ctrl_c_once_the_plot_is_served, daemon=True).start()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        ui_port = sock.getsockname()[1]
+    assert cli.main(["--config", str(config_file), "ui", "--port", str(ui_port)]) == 130
+    assert seen["status"] == 200 and "sleep" in seen["cmd"][-1]
     assert "wse ui: stopped" in capsys.readouterr().err
     with pytest.raises(urllib.error.URLError):  # stopped with the UI
         urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=2)

@@ -162,7 +162,7 @@ def plot_corpus_bars(corpus_tension: pl.DataFrame, out_dir: str | Path) -> dict[
         ax.set_xticks(range(len(labels)), labels, rotation=20, ha="right", fontsize=7)
         ax.set_ylabel("%" if pct else "rate")
         ax.set_title(f"{title} · {judge}", fontsize=8)
-        ax.legend(fontsize=7)
+        fig.legend(loc="outside right upper", fontsize=7)  # beside the axes: never over a bar or cut off
         ax.grid(axis="y", alpha=0.3)
         out[name] = _save(fig, Path(out_dir) / f"{name}.png")
     return out
