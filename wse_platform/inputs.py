@@ -90,6 +90,13 @@ def open_input(path: str | os.PathLike[str], *, what: str = "input file", root: 
         yield fh
 
 
+def input_chunks(path: str | os.PathLike[str], *, what: str = "input file", root: str | os.PathLike[str] | None = None,
+                 max_bytes: int = MAX_CORPUS_BYTES, size: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes of a configured input file in chunks (for hashing a large file without holding it)."""
+    with open_input(path, what=what, root=root, max_bytes=max_bytes) as fh:
+        yield from iter(lambda: fh.read(size), b"")
+
+
 def read_input_bytes(path: str | os.PathLike[str], *, what: str = "input file",
                      root: str | os.PathLike[str] | None = None, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of a configured input file (see `open_input`); never more than `max_bytes`."""
