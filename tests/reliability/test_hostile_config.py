@@ -35,6 +35,10 @@ def test_injection_payload_in_a_model_name_is_refused_at_load(tmp_path):
     msg = str(err.value)
     assert "models" in msg and "model name" in msg and "'\\n'" in msg, msg
     assert not target.exists()
+    # names in the allowed set still load
+    s = settings_from_dict({"models": {"Qwen3-8B_v1.5+think": model, "m" * MAX_NAME_LENGTH: model},
+                            "endings": {"corpora": [{"name": "tmas.v2", "path": "x.jsonl"}]}})
+    assert len(s.models) == 2
 
 
 def test_generated_dagster_yaml_keeps_any_name_a_value_and_runs_nothing(tmp_path, monkeypatch):
@@ -81,13 +85,6 @@ def test_bad_corpus_names_are_refused_naming_the_key(name, reason):
     assert "endings.corpora.0.name" in msg and "corpus name" in msg and reason in msg, msg
 
 
-def test_good_names_still_load():
-    s = settings_from_dict({"models": {"Qwen3-8B_v1.5+think": {"backend": "embedded", "model_id": "x.gguf"},
-                                       "m" * MAX_NAME_LENGTH: {"backend": "embedded", "model_id": "y.gguf"}},
-                            "endings": {"corpora": [{"name": "tmas.v2", "path": "x.jsonl"}]}})
-    assert len(s.models) == 2
-
-
 # ---- item 11: bounded parsing -----------------------------------------------------------------
 
 def _bomb(levels: int = 9) -> str:
@@ -114,10 +111,10 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
 
 def test_recursive_yaml_alias_is_refused(tmp_path):
     cfg = tmp_path / "wse.yaml"
-    cfg.write_text("models: &m\n  loop: *m\n")
+    cfg.write_text("models:\n  m:\n    backend: embedded\n    model_id: x.gguf\n    router: &r {loop: *r}\n")
     with pytest.raises(ConfigError) as err:
         load_settings(str(cfg))
-    assert "recursive" in str(err.value)
+    assert "an alias refers to a node that contains it" in str(err.value)
 
 
 def test_oversized_config_is_refused_before_parsing(tmp_path):
