@@ -38,14 +38,14 @@ def _mb(n: int) -> str:
 
 def check_input(path: str | os.PathLike[str], *, what: str = "input file", root: str | os.PathLike[str] | None = None,
                 max_bytes: int = MAX_INPUT_BYTES) -> Path:
-    """The resolved path of `path` if it may be read: a regular file, inside `root` (when given,
-    after resolving symlinks and ``..``), at most `max_bytes`. Otherwise `InputFileError`."""
+    """The resolved path of `path` if it may be read: a regular file, inside the folder `root` (when
+    given, after resolving symlinks and ``..`` of both), at most `max_bytes`. Otherwise `InputFileError`."""
     given = Path(path)
-    if root is not None:
+    if root is not None:   # `path` is read as given (relative: to the working directory), bounded by `root`
         base = Path(root).resolve()
-        real = (base / given).resolve() if not given.is_absolute() else given.resolve()
+        real = given.resolve()
         if real != base and base not in real.parents:
-            how = "is a symlink to" if (base / given).is_symlink() else "resolves to"
+            how = "is a symlink to" if given.is_symlink() else "resolves to"
             raise InputFileError(f"{what} {given}: {how} {real}, outside {base}; inputs must stay inside the "
                                  "configured folder (copy the file into it)")
     else:

@@ -88,7 +88,7 @@ def _reference(raw: Any, where: str, root: Path) -> Reference | None:
             raise IdeasError(f"{where}.reference.file: {file!r} is an absolute path; give a path relative to "
                              f"{root} that stays inside it")
         try:
-            check_input(str(file), what="reference file", root=root)
+            check_input(root / str(file), what="reference file", root=root)
         except InputFileError as err:
             raise IdeasError(f"{where}.reference.file: {err}") from None
     return Reference(str(raw["title"]), raw.get("author"), str(root / file) if file else None)
