@@ -66,6 +66,12 @@ def redact_url(url: str | None) -> str | None:
     """`url` with every credential replaced by ``***`` (None stays None; a non-URL is checked as a path)."""
     if not url:
         return url
+    if "://" not in url:   # an id, not a URL (e.g. a router deployment hash): only clear keys are masked
+        if not credential_in(url):
+            return url
+        head, _, query = url.partition("?")
+        head = "/".join(MASK if _KEY_PREFIX.search(seg) or _BOT.match(seg) else seg for seg in head.split("/"))
+        return head + (f"?{_redact_query(query)}" if query else "")
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -76,11 +82,15 @@ def redact_url(url: str | None) -> str | None:
     path = "/".join(MASK if _token_segment(seg) else seg for seg in parts.path.split("/"))
     query = parts.query
     if query:
-        query = "&".join(f"{p.split('=', 1)[0]}={MASK}" if _secret_param(p.split("=", 1)[0]) else p
-                         for p in query.split("&"))
+        query = _redact_query(query)
     fragment = MASK if parts.fragment and ("=" in parts.fragment or _token_segment(parts.fragment)) \
         else parts.fragment
     return urlunsplit((parts.scheme, netloc, path, query, fragment))
+
+
+def _redact_query(query: str) -> str:
+    return "&".join(f"{p.split('=', 1)[0]}={MASK}" if _secret_param(p.split("=", 1)[0]) else p
+                    for p in query.split("&"))
 
 
 def redact_text(text: str | None) -> str | None:

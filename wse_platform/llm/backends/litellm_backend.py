@@ -264,7 +264,7 @@ class LiteLLMBackend(Backend):
         if getattr(details, "reasoning_tokens", None) is not None:
             got.reasoning_tokens = int(details.reasoning_tokens)
         hidden = getattr(resp, "_hidden_params", None) or {}
-        got.endpoint = redact_url(hidden.get("api_base") or (hidden.get("model_id") if self.endpoints else None))
+        got.endpoint = redact_url(hidden.get("api_base")) or (hidden.get("model_id") if self.endpoints else None)
         cost = hidden.get("response_cost")
         if cost is None:
             try:
