@@ -672,13 +672,13 @@ def load_settings(path: str | os.PathLike[str] | None = None, overrides: dict[st
     chosen = next((Path(c) for c in candidates if c and Path(c).exists()), None)
     if chosen is None:
         raise ConfigError(f"no configuration file found (tried {[str(c) for c in candidates if c]})")
-    raw = _read_config(chosen)
+    raw = read_config_file(chosen)
     if overrides:
         raw = _deep_merge(raw, overrides)
     return settings_from_dict(raw, str(chosen.resolve()))
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_config_file(path: Path) -> dict[str, Any]:
     """The parsed config file: a regular file of at most MAX_CONFIG_BYTES, YAML whose aliases expand
     to at most MAX_YAML_NODES nodes (refused quickly, with the limit named, instead of hanging)."""
     from wse_platform.inputs import InputFileError, YAMLTooLarge, load_yaml, read_input_text

@@ -83,7 +83,7 @@ def _search_dirs(extra: str | os.PathLike[str] | None) -> list[Path]:
 
 def parse_prompt_file(path: Path, root: Path | None = None) -> Prompt:
     """A prompt file (a regular file inside `root`, the prompts folder it was found in, when given)."""
-    from wse_platform.inputs import InputFileError, read_input_text
+    from wse_platform.inputs import InputFileError, load_yaml, read_input_text
     try:
         text = read_input_text(path, what="prompt file", root=root)
     except InputFileError as err:
@@ -92,7 +92,7 @@ def parse_prompt_file(path: Path, root: Path | None = None) -> Prompt:
         raise PromptError(f"{path}: prompt file must start with a '---' front-matter block")
     try:
         _, front, body = text.split("---", 2)
-        meta = yaml.safe_load(front) or {}
+        meta = load_yaml(front) or {}
     except (ValueError, yaml.YAMLError) as err:
         raise PromptError(f"{path}: bad front matter: {err}") from None
     for key in ("role", "version"):
