@@ -40,7 +40,7 @@ def _deep_merge(a: dict, b: dict) -> dict:
 def full_demo_config(base: Path) -> Path:
     """Write `<base dir>/.wse/demo-full/wse.yaml`: the base config plus the full-demo overlay, with
     its own warehouse and artifacts and the base config's LLM cache. Returns its path."""
-    from wse_platform.config import read_config_file, load_settings
+    from wse_platform.config import load_settings, read_config_file
 
     settings = load_settings(base)
     raw = read_config_file(base)   # bounded like every config read (size, YAML aliases)

@@ -126,3 +126,23 @@ def test_oversized_config_is_refused_before_parsing(tmp_path):
         load_settings(str(cfg))
     assert time.monotonic() - t0 < 2
     assert "larger than the limit of 1 MiB" in str(err.value) and str(cfg) in str(err.value)
+
+
+def test_wse_materialize_with_the_payload_exits_2_and_runs_nothing(tmp_path):
+    """The command line: `wse materialize` with the issue's config stops at load (exit 2, the key
+    named on stderr) and the payload's command never ran."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    target = tmp_path / "pwned"
+    cfg = write_config(tmp_path, models={_payload(target): {"backend": "embedded", "model_id": "x.gguf"}})
+    env = {k: v for k, v in os.environ.items() if k not in ("WSE_CONFIG", "WSE_WAREHOUSE")}
+    env.update(PYTHONPATH=str(REPO), DAGSTER_HOME=str(tmp_path / "dh"))
+    out = subprocess.run([sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "model name" in out.stderr and "python_logs" in out.stderr
+    assert not target.exists() and not (tmp_path / "dh" / "dagster.yaml").exists()
