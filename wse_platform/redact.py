@@ -21,8 +21,8 @@ SECRET_PARAMS = frozenset({
     "code", "session", "sessionid", "jwt", "bearer",
 })
 # well-known key prefixes (OpenAI, Anthropic, Hugging Face, Groq, Google, GitHub, xAI, Slack, JWT)
-_KEY_PREFIX = re.compile(r"^(sk|pk|rk)[-_][A-Za-z0-9_-]{8,}$|^(sk-ant|hf|gsk|ghp|gho|github_pat|xai|xox[abp])[-_]"
-                         r"[A-Za-z0-9_-]{8,}$|^AIza[A-Za-z0-9_-]{20,}$|^eyJ[A-Za-z0-9_-]{10,}\.")
+_KEY_PREFIX = re.compile(r"^(sk|pk|rk)[-_][A-Za-z0-9_-]{16,}$|^(sk-ant|hf|gsk|ghp|gho|github_pat|xai|xox[abp])[-_]"
+                         r"[A-Za-z0-9_-]{16,}$|^AIza[A-Za-z0-9_-]{20,}$|^eyJ[A-Za-z0-9_-]{10,}\.")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _HEX = re.compile(r"^[0-9a-fA-F]{32,}$")
 _BOT = re.compile(r"^bot\d+:[A-Za-z0-9_-]{20,}$")   # Telegram-style /bot<id>:<token>/
