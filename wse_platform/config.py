@@ -665,7 +665,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, overrides: dict[st
     for named, how in ((path, "$WSE_CONFIG" if path and str(path) == env else "--config"),
                        (None if path else env, "$WSE_CONFIG")):
         if named and not Path(named).is_file():
-            problem = "is a directory, not a file" if Path(named).is_dir() else "does not exist"
+            problem = ("is a directory, not a file" if Path(named).is_dir() else
+                       "is not a regular file (a FIFO, socket or device)" if Path(named).exists() else "does not exist")
             raise ConfigError(f"config file {named} (from {how}) {problem}; fix the path, or drop {how} "
                               "to use ./wse.yaml or the shipped demo config")
     candidates = [path, env, Path.cwd() / "wse.yaml", DEFAULT_CONFIG]
@@ -686,7 +687,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         text = read_input_text(path, what="config file", max_bytes=MAX_CONFIG_BYTES)
     except InputFileError as err:
-        raise ConfigError(f"{err} (MAX_CONFIG_BYTES)") from None
+        limit = " (config.MAX_CONFIG_BYTES)" if "larger than" in str(err) else ""
+        raise ConfigError(f"{err}{limit}") from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {path}: not UTF-8 ({err.reason} at byte {err.start})") from None
     try:
