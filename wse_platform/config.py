@@ -687,8 +687,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         text = read_input_text(path, what="config file", max_bytes=MAX_CONFIG_BYTES)
     except InputFileError as err:
-        limit = " (config.MAX_CONFIG_BYTES)" if "larger than" in str(err) else ""
-        raise ConfigError(f"{err}{limit}") from None
+        if "larger than" in str(err):
+            raise ConfigError(f"config file {path}: {path.stat().st_size / 1024 / 1024:,.1f} MiB is larger than the "
+                              f"limit of {MAX_CONFIG_BYTES // 1024 // 1024} MiB (config.MAX_CONFIG_BYTES); a config "
+                              "holds settings, not data: put large inputs in the files it names") from None
+        raise ConfigError(str(err)) from None
     except UnicodeDecodeError as err:
         raise ConfigError(f"config file {path}: not UTF-8 ({err.reason} at byte {err.start})") from None
     try:
