@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,6 +66,40 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the file and the key."""
 
 
+# Names of models and corpora become Dagster partition keys (`B1|<model>`, `gen:<model>:<pipeline>`,
+# `human:<corpus>`), run tags, generated-file values and file names: one allowed character set.
+NAME_CHARS = "letters, digits and . _ - + (starting with a letter or digit)"
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+MAX_NAME_LENGTH = 64
+MAX_CONFIG_BYTES = 1024 * 1024   # a config file above 1 MiB is refused before it is parsed
+
+
+def name_problem(name: Any) -> str | None:
+    """Why `name` cannot name a model or corpus (None when it can)."""
+    if not isinstance(name, str):
+        return f"must be a string, got {type(name).__name__}"
+    if not name:
+        return "is empty"
+    problems = []
+    if not NAME_PATTERN.fullmatch(name):
+        bad = sorted({c for c in name if not re.fullmatch(r"[A-Za-z0-9._+-]", c)}) or [name[0]]
+        problems.append(f"contains {', '.join(repr(c) for c in bad[:5])}; use only {NAME_CHARS}")
+    if len(name) > MAX_NAME_LENGTH:
+        problems.append(f"is {len(name)} characters long (at most {MAX_NAME_LENGTH})")
+    return "; and ".join(problems) or None
+
+
+def _shown(name: Any) -> str:
+    text = repr(name)
+    return text if len(text) <= 60 else f"{text[:57]}...'"
+
+
+def _check_name(what: str, name: Any) -> None:
+    problem = name_problem(name)
+    if problem:
+        raise ValueError(f"{what} {_shown(name)} {problem}")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -90,6 +125,16 @@ class ModelConfig(_Strict):
     endpoint_concurrency: int | None = Field(default=None, ge=1)  # in-flight requests per api_base
     router: dict[str, Any] = Field(default_factory=dict)  # litellm Router options (routing_strategy, cooldown_time...)
     extra: dict[str, Any] = Field(default_factory=dict)  # backend-specific (n_ctx, tensor_parallel_size...)
+
+    @field_validator("model_id")
+    @classmethod
+    def _no_credential(cls, v: str) -> str:
+        from wse_platform.redact import credential_in
+        found = credential_in(v)
+        if found:
+            raise ValueError(f"carries {found}; the model id is part of the model's identity, cache keys and "
+                             "tables: put the key in an environment variable named by api_key_env")
+        return v
 
     @field_validator("reasoning", mode="before")
     @classmethod
@@ -349,6 +394,12 @@ class CorpusConfig(_Strict):
     min_words: NonNegativeInt | None = None   # per-corpus word range (default endings.min/max_words)
     max_words: PositiveInt | None = None
 
+    @field_validator("name", mode="before")
+    @classmethod
+    def _valid_name(cls, v: Any) -> Any:
+        _check_name("corpus name", v)
+        return v
+
 
 class ReferenceConfig(_Strict):
     """A warm-up reference story: recalled from its title, or given in full from a file."""
@@ -455,6 +506,13 @@ class Settings(_Strict):
     ncp: NCPConfig = Field(default_factory=NCPConfig)
     endings: EndingsConfig = Field(default_factory=EndingsConfig)
     source_file: str | None = None  # where this was loaded from (informational)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _model_names(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            _check_name("model name", name)
+        return v
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "Settings":
@@ -626,20 +684,41 @@ def load_settings(path: str | os.PathLike[str] | None = None, overrides: dict[st
     for named, how in ((path, "$WSE_CONFIG" if path and str(path) == env else "--config"),
                        (None if path else env, "$WSE_CONFIG")):
         if named and not Path(named).is_file():
-            problem = "is a directory, not a file" if Path(named).is_dir() else "does not exist"
+            problem = ("is a directory, not a file" if Path(named).is_dir() else
+                       "is not a regular file (a FIFO, socket or device)" if Path(named).exists() else "does not exist")
             raise ConfigError(f"config file {named} (from {how}) {problem}; fix the path, or drop {how} "
                               "to use ./wse.yaml or the shipped demo config")
     candidates = [path, env, Path.cwd() / "wse.yaml", DEFAULT_CONFIG]
     chosen = next((Path(c) for c in candidates if c and Path(c).exists()), None)
     if chosen is None:
         raise ConfigError(f"no configuration file found (tried {[str(c) for c in candidates if c]})")
-    try:
-        raw = yaml.safe_load(chosen.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"invalid YAML in {chosen}: {err}") from None
+    raw = read_config_file(chosen)
     if overrides:
         raw = _deep_merge(raw, overrides)
     return settings_from_dict(raw, str(chosen.resolve()))
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The parsed config file: a regular file of at most MAX_CONFIG_BYTES, YAML whose aliases expand
+    to at most MAX_YAML_NODES nodes (refused quickly, with the limit named, instead of hanging)."""
+    from wse_platform.inputs import InputFileError, YAMLTooLarge, load_yaml, read_input_text
+
+    try:
+        text = read_input_text(path, what="config file", max_bytes=MAX_CONFIG_BYTES)
+    except InputFileError as err:
+        if "larger than" in str(err):
+            raise ConfigError(f"config file {path}: {path.stat().st_size / 1024 / 1024:,.1f} MiB is larger than the "
+                              f"limit of {MAX_CONFIG_BYTES // 1024 // 1024} MiB (config.MAX_CONFIG_BYTES); a config "
+                              "holds settings, not data: put large inputs in the files it names") from None
+        raise ConfigError(str(err)) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config file {path}: not UTF-8 ({err.reason} at byte {err.start})") from None
+    try:
+        return load_yaml(text) or {}
+    except YAMLTooLarge as err:
+        raise ConfigError(f"config file {path}: refused: {err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"invalid YAML in {path}: {err}") from None
 
 
 def _deep_merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from wse_platform.redact import redact_text, redact_url
+
 if TYPE_CHECKING:
     from wse_platform.config import Settings
 
@@ -157,21 +159,21 @@ def check_models(settings: "Settings", names: list[str] | None = None) -> list[C
                                                 sampling=Sampling(max_tokens=32, temperature=0.0),
                                                 messages=[{"role": "user", "content": 'Answer {"ok": true}'}]))
             except (LLMInfrastructureError, ValueError) as err:
-                out.append(Check(FAIL, f"model {name}", f"not reachable: {err}",
+                out.append(Check(FAIL, f"model {name}", f"not reachable: {redact_text(str(err))}",
                                  "check api_base / the server / the key variable"))
                 continue
             finally:
                 client.close()
             dt = time.monotonic() - t0
             if not text.ok and text.failure.error_kind == "transport":
-                out.append(Check(FAIL, f"model {name}", f"request failed: {text.failure.message[:200]}",
+                out.append(Check(FAIL, f"model {name}", f"request failed: {redact_text(text.failure.message)[:200]}",
                                  "check the server logs and models." + name))
                 continue
             thought = any(r.get("reasoning") for r in client.call_records())
             reasoning = m.reasoning or "model default"
             schema = "honours JSON-schema output" if js.ok else \
                 f"did NOT return schema-valid JSON ({js.failure.error_kind})"
-            endpoints = ", ".join(m.api_bases) or m.backend
+            endpoints = ", ".join(redact_url(b) or "" for b in m.api_bases) or m.backend
             out.append(Check(OK if js.ok else WARN, f"model {name}",
                              f"answered in {dt:.1f}s via {endpoints}; reasoning: {reasoning}"
                              f"{' (reasoning text seen)' if thought else ''}; {schema}",

@@ -30,26 +30,36 @@ from dagster import (
 from wse_platform.config import Settings
 from wse_platform.errors import ActionableError
 
-DAGSTER_YAML = """\
+# Written by a serializer (yaml.safe_dump), never by string formatting: a model name is a value,
+# it can never become YAML structure (issue 23, item 1). Only this fixed header is text.
+DAGSTER_YAML_HEADER = """\
 # Written by wse-platform. Telemetry off; a run queue with per-backend concurrency limits
 # (run tag `wse/backend`), so parallel cells respect each backend's limit.
-telemetry:
-  enabled: false
 # Under `wse ui`, the daemon fails runs whose process died (kill -9, OOM) instead of leaving them STARTED;
 # `wse` commands do the same for their own in-process runs at start (runner.fail_orphaned_runs).
-run_monitoring:
-  enabled: true
-  start_timeout_seconds: 180
-  max_resume_run_attempts: 0
-  poll_interval_seconds: 60
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    max_concurrent_runs: {max_runs}
-    tag_concurrency_limits:
-{limits}
 """
+
+
+def dagster_yaml(settings: Settings) -> str:
+    """The text of `dagster.yaml` for `settings` (see `ensure_dagster_home`)."""
+    import yaml
+
+    # Runs the sensors/CLI launch carry `wse/backend`; backfills launched in the UI carry the
+    # partition tag `dagster/partition/model`, limited per model by its backend's limit.
+    entries = [("wse/backend", backend, n) for backend, n in sorted(settings.concurrency.items())]
+    entries += [("dagster/partition/model", name, settings.concurrency[m.backend])
+                for name, m in sorted(settings.models.items()) if m.backend in settings.concurrency]
+    doc = {
+        "telemetry": {"enabled": False},
+        "run_monitoring": {"enabled": True, "start_timeout_seconds": 180, "max_resume_run_attempts": 0,
+                           "poll_interval_seconds": 60},
+        "run_coordinator": {
+            "module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator",
+            "config": {"max_concurrent_runs": max(4, sum(settings.concurrency.values())),
+                       "tag_concurrency_limits": [{"key": str(k), "value": str(v), "limit": int(n)}
+                                                  for k, v, n in entries]}},
+    }
+    return DAGSTER_YAML_HEADER + yaml.safe_dump(doc, sort_keys=False, allow_unicode=False, width=1_000_000)
 
 
 def ensure_dagster_home(settings: Settings) -> Path:
@@ -58,13 +68,7 @@ def ensure_dagster_home(settings: Settings) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     cfg = home / "dagster.yaml"
-    # Runs the sensors/CLI launch carry `wse/backend`; backfills launched in the UI carry the
-    # partition tag `dagster/partition/model`, limited per model by its backend's limit.
-    entries = [("wse/backend", backend, n) for backend, n in sorted(settings.concurrency.items())]
-    entries += [("dagster/partition/model", name, settings.concurrency[m.backend])
-                for name, m in sorted(settings.models.items()) if m.backend in settings.concurrency]
-    limits = "\n".join(f"      - key: {key}\n        value: {value}\n        limit: {n}" for key, value, n in entries)
-    text = DAGSTER_YAML.format(max_runs=max(4, sum(settings.concurrency.values())), limits=limits or "      []")
+    text = dagster_yaml(settings)
     if not cfg.exists() or cfg.read_text() != text:
         tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}")
         tmp.write_text(text)

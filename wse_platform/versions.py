@@ -117,6 +117,27 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def input_sha(path: Path) -> str:
+    """Hash of a configured input file for a version, read safely (never a FIFO, never above the
+    size limit: those hash as their refusal, so the version still changes and the asset reports it)."""
+    if not path.exists():
+        return "absent"
+    h = hashlib.sha256()
+    problem = hash_input(h, path)
+    return f"unreadable:{hashlib.sha256(problem.encode()).hexdigest()[:8]}" if problem else h.hexdigest()[:16]
+
+
+def hash_input(h: Any, path: Path) -> str | None:
+    """Feed the bytes of input file `path` into hash `h`, streamed; the reason when it may not be read."""
+    from wse_platform.inputs import InputFileError, input_chunks
+    try:
+        for chunk in input_chunks(path):
+            h.update(chunk)
+    except (InputFileError, OSError) as err:
+        return str(err)
+    return None
+
+
 def file_hash(rel: str) -> str:
     path = REPO_ROOT / rel
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "absent"
@@ -227,7 +248,7 @@ def endings_rubric_version(settings: Settings) -> str:
     if r is None:
         return fingerprint("endings-rubric", None)
     path = settings.resolve_path(r.rubric_file) if r.rubric_file else REPO_ROOT / "wse_platform/endings/rubric.yaml"
-    rubric_sha = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "absent"
+    rubric_sha = input_sha(path)
     return fingerprint("endings-rubric", r.model_dump(), settings.model(r.model).identity(), rubric_sha,
                        prompt_shas("endings", ["rubric"], r.prompt_version, settings.prompts_dir),
                        {f: file_hash(f) for f in ("wse_platform/endings/rubric.py",)})

@@ -16,6 +16,7 @@ from dagster import (AssetCheckResult, AssetCheckSeverity, DataVersion, DataVers
 from assets.partitions import BenchmarkPartitions, parse_endings_set
 from resources.settings import settings_for
 from wse_platform.config import Settings
+from wse_platform.versions import hash_input
 from wse_platform.endings.corpus import CorpusError, load_configured
 from wse_platform.endings.pipelines import IdeasError, ideas_path, load_ideas, reference_pool
 
@@ -26,7 +27,9 @@ def _hash_files(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for p in sorted(paths):
         h.update(str(p.name).encode())
-        h.update(p.read_bytes() if p.is_file() else b"<missing>")
+        problem = hash_input(h, p) if p.is_file() else "<missing>"   # streamed; a FIFO is never read
+        if problem:
+            h.update(problem.encode())
     return h.hexdigest()[:16]
 
 

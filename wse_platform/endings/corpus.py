@@ -17,6 +17,13 @@ by name as a `CorpusProblem` and skipped. Stories that are not prose (control ch
 as NUL, fewer than 2 sentences) or outside the word range are kept as rows with
 ``included=False`` and the reason. Sampling to n stories is random with a fixed seed (the
 paper samples 100 per corpus), never "the shortest n".
+
+Inputs stay inside what the config names and are bounded (`wse_platform/inputs.py`): a story
+file of a folder that is a symlink leaving the folder, a FIFO or a file above the size limit is a
+`CorpusProblem` (never read); a JSONL / CSV file is streamed record by record. The cheap filters
+come first: the word range, then the seeded sample, and the prose check (a per-character scan)
+only on the stories drawn — a drawn story that is not prose is excluded with that reason and
+replaced by a further draw from the same seeded generator. Excluded stories keep no text.
 """
 from __future__ import annotations
 
@@ -24,12 +31,14 @@ import csv
 import json
 import random
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from wse_platform.inputs import MAX_CORPUS_BYTES, InputFileError, load_yaml, open_input_text, read_input_bytes
 from wse_platform.metrics.endings import split_sentences
 
 METADATA_FILE = "corpus.yaml"
@@ -107,27 +116,39 @@ def prose_problem(text: str) -> str | None:
     return None
 
 
-def apply_filters(stories: list["HumanStory"], min_words: int, max_words: int) -> None:
-    """Mark stories that are not prose or outside [min_words, max_words] as excluded, with the reason."""
-    for story in stories:
-        problem = prose_problem(story.text)
-        if problem:
-            story.included, story.exclusion_reason = False, f"not prose: {problem}"
-        elif story.n_words < min_words:
-            story.included, story.exclusion_reason = False, f"too short: {story.n_words} words < min_words {min_words}"
-        elif story.n_words > max_words:
-            story.included, story.exclusion_reason = False, f"too long: {story.n_words} words > max_words {max_words}"
+def _in_range(story: "HumanStory", min_words: int, max_words: int) -> bool:
+    """Mark `story` excluded when outside the word range; True when in range."""
+    if story.n_words < min_words:
+        story.included, story.exclusion_reason = False, f"too short: {story.n_words} words < min_words {min_words}"
+    elif story.n_words > max_words:
+        story.included, story.exclusion_reason = False, f"too long: {story.n_words} words > max_words {max_words}"
+    return story.included
 
 
-def sample_stories(stories: list["HumanStory"], n: int | None, seed: int) -> None:
-    """Keep a random sample (fixed seed) of n included stories; the rest are excluded with the reason."""
-    pool = sorted((s for s in stories if s.included), key=lambda s: s.story_id)
-    if n is None or len(pool) <= n:
-        return
-    keep = {s.story_id for s in random.Random(seed).sample(pool, n)}
-    for s in pool:
-        if s.story_id not in keep:
-            s.included, s.exclusion_reason = False, f"not in the random sample of {n} (seed {seed})"
+def select_stories(stories: list["HumanStory"], min_words: int, max_words: int, n: int | None, seed: int) -> None:
+    """The word range, then the seeded sample of n, then the prose check on the drawn stories only;
+    a drawn story that is not prose is replaced by a further draw (same generator), so the sample
+    still holds n prose stories when the corpus has them. Excluded stories drop their text."""
+    pool = sorted((s for s in stories if s.included and _in_range(s, min_words, max_words)),
+                  key=lambda s: s.story_id)
+    rng = random.Random(seed)
+    remaining, kept = pool, 0
+    while remaining and (n is None or kept < n):
+        want = len(remaining) if n is None else n - kept
+        drawn = remaining if want >= len(remaining) else rng.sample(remaining, want)
+        drawn_ids = {id(s) for s in drawn}
+        remaining = [s for s in remaining if id(s) not in drawn_ids]
+        for story in drawn:
+            problem = prose_problem(story.text)
+            if problem:
+                story.included, story.exclusion_reason = False, f"not prose: {problem}"
+            else:
+                kept += 1
+    for s in remaining:
+        s.included, s.exclusion_reason = False, f"not in the random sample of {n} (seed {seed})"
+    for s in stories:
+        if not s.included:
+            s.text = ""
 
 
 def _read_metadata(folder: Path) -> dict:
@@ -135,7 +156,9 @@ def _read_metadata(folder: Path) -> dict:
     if not meta_path.exists():
         raise CorpusError(f"{meta_path}: corpus metadata file is missing (needs corpus, quality_tier, stories)")
     try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8")) or {}
+        meta = load_yaml(read_input_bytes(meta_path, what="corpus metadata file", root=folder).decode("utf-8")) or {}
+    except InputFileError as err:
+        raise CorpusError(str(err)) from None
     except (yaml.YAMLError, UnicodeDecodeError) as err:
         raise CorpusError(f"{meta_path}: cannot parse: {err}") from None
     if not isinstance(meta, dict):
@@ -170,9 +193,8 @@ def load_corpus(
     if fmt == "folder":
         out = _load_folder(path, name, quality_tier)
     else:
-        out = _load_table(path, fmt, name or path.stem, quality_tier or "human", columns or {})
-    apply_filters(out.stories, min_words, max_words)
-    sample_stories(out.stories, max_stories, seed)
+        out = _load_table(path, fmt, name or path.stem, quality_tier or "human", columns or {}, min_words, max_words)
+    select_stories(out.stories, min_words, max_words, max_stories, seed)
     return out
 
 
@@ -186,7 +208,7 @@ def _load_folder(folder: Path, name: str | None, quality_tier: str | None) -> Co
     out = CorpusLoad(corpus=corpus, quality_tier=tier)
     files = sorted(folder.glob("*.txt"))
     for path in files:
-        story = _load_one(path, entries.get(path.name), corpus, tier, out.problems)
+        story = _load_one(path, entries.get(path.name), corpus, tier, out.problems, folder)
         if story is not None:
             out.stories.append(story)
     present = {p.name for p in files}
@@ -195,28 +217,38 @@ def _load_folder(folder: Path, name: str | None, quality_tier: str | None) -> Co
     return out
 
 
-def _records(path: Path, fmt: str) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise CorpusError(f"{path}: corpus file does not exist")
+def _records(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
+    """The records of a JSONL / CSV corpus, streamed (the file is never held whole)."""
     try:
-        raw = path.read_bytes().decode("utf-8").lstrip("\ufeff")
+        stream = open_input_text(path, what="corpus file", max_bytes=MAX_CORPUS_BYTES)
+        with stream as fh:
+            if fmt == "csv":
+                yield from csv.DictReader(_no_bom(fh))
+                return
+            for n, line in enumerate(_no_bom(fh), 1):
+                if line.strip():
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        rec = {"__error__": f"line {n}: not JSON ({err.msg})"}
+                    yield rec if isinstance(rec, dict) else {"__error__": f"line {n}: not a JSON object"}
+    except InputFileError as err:
+        raise CorpusError(str(err)) from None
     except UnicodeDecodeError as err:
-        raise CorpusError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
-    if fmt == "csv":
-        return list(csv.DictReader(raw.splitlines(keepends=True)))
-    out = []
-    for n, line in enumerate(raw.splitlines(), 1):
-        if line.strip():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                rec = {"__error__": f"line {n}: not JSON ({err.msg})"}
-            out.append(rec if isinstance(rec, dict) else {"__error__": f"line {n}: not a JSON object"})
-    return out
+        raise CorpusError(f"{path}: not UTF-8 ({err.reason})") from None
 
 
-def _load_table(path: Path, fmt: str, corpus: str, tier: str, cols: dict[str, Any]) -> CorpusLoad:
-    """JSONL / CSV: one record per story; `cols` maps the config's *_column keys."""
+def _no_bom(lines: Iterable[str]) -> Iterator[str]:
+    first = True
+    for line in lines:
+        yield line.lstrip("\ufeff") if first else line
+        first = False
+
+
+def _load_table(path: Path, fmt: str, corpus: str, tier: str, cols: dict[str, Any], min_words: int = 0,
+                max_words: int | None = None) -> CorpusLoad:
+    """JSONL / CSV: one record per story; `cols` maps the config's *_column keys. A story outside
+    [min_words, max_words] is marked excluded as it is read and keeps no text."""
     text_col = cols.get("text_column") or "text"
     id_col, title_col, author_col = cols.get("id_column"), cols.get("title_column"), cols.get("author_column")
     meta_cols = list(cols.get("metadata_columns") or [])
@@ -242,13 +274,18 @@ def _load_table(path: Path, fmt: str, corpus: str, tier: str, cols: dict[str, An
             title=str(rec.get(title_col) or "") if title_col else "", author=str(rec.get(author_col) or "")
             if author_col else "", source=path.name, license=str(rec.get("license") or ""),
             text=text, n_words=count_words(text), metadata={c: rec.get(c) for c in meta_cols if c in rec}))
+        if max_words is not None and not _in_range(out.stories[-1], min_words, max_words):
+            out.stories[-1].text = ""
     return out
 
 
 def _load_one(path: Path, entry: object, corpus: str, tier: str,
-              problems: list[CorpusProblem]) -> HumanStory | None:
+              problems: list[CorpusProblem], folder: Path) -> HumanStory | None:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_input_bytes(path, what="story file", root=folder).decode("utf-8")
+    except InputFileError as err:
+        problems.append(CorpusProblem(path.name, str(err)))
+        return None
     except UnicodeDecodeError as err:
         problems.append(CorpusProblem(path.name, f"not UTF-8 ({err.reason} at byte {err.start})"))
         return None
@@ -275,7 +312,9 @@ def story_rows(load: CorpusLoad, set_key: str, same_model_judge: bool) -> list[d
     return [{
         "story_id": s.story_id, "set_key": set_key, "corpus": s.corpus, "quality_tier": s.quality_tier,
         "generator_model": None, "pipeline": None, "title": s.title, "author": s.author, "source": s.source,
-        "license": s.license, "file": s.file, "n_words": s.n_words, "text": s.text, "included": s.included,
+        "license": s.license, "file": s.file, "n_words": s.n_words,
+        "text": s.text if s.included else None,   # no text of excluded inputs is stored
+        "included": s.included,
         "exclusion_reason": s.exclusion_reason, "same_model_judge": same_model_judge,
         "metadata_json": json.dumps(s.metadata, default=str) if s.metadata else None,
     } for s in load.stories]

@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from wse_platform.inputs import InputFileError, check_input, load_yaml, read_input_text
+
 TEXT_KEYS = ("text", "prompt")
 STRUCTURED = ("genre", "characters", "setting", "constraints")
 
@@ -80,8 +82,15 @@ def _reference(raw: Any, where: str, root: Path) -> Reference | None:
     if unknown:
         raise IdeasError(f"{where}.reference: unknown key(s) {sorted(unknown)}")
     file = raw.get("file")
-    if file and not (root / file).is_file():
-        raise IdeasError(f"{where}.reference.file: {file!r} not found (relative to {root})")
+    if file:
+        # a reference text is sent to the model: it must stay inside the ideas file's folder
+        if Path(str(file)).is_absolute():
+            raise IdeasError(f"{where}.reference.file: {file!r} is an absolute path; give a path relative to "
+                             f"{root} that stays inside it")
+        try:
+            check_input(root / str(file), what="reference file", root=root)
+        except InputFileError as err:
+            raise IdeasError(f"{where}.reference.file: {err}") from None
     return Reference(str(raw["title"]), raw.get("author"), str(root / file) if file else None)
 
 
@@ -103,7 +112,9 @@ def load_ideas(path: str | Path) -> tuple[list[StoryIdea], Path]:
     """The ideas of a YAML or JSONL file, and the folder reference files resolve from."""
     path = Path(path)
     try:
-        raw_text = path.read_text(encoding="utf-8")
+        raw_text = read_input_text(path, what="ideas file")
+    except InputFileError as err:
+        raise IdeasError(f"cannot read story ideas: {err}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise IdeasError(f"{path}: cannot read story ideas: {err}") from None
     if path.suffix == ".jsonl":
@@ -116,7 +127,7 @@ def load_ideas(path: str | Path) -> tuple[list[StoryIdea], Path]:
                     raise IdeasError(f"{path}:{n}: not JSON: {err}") from None
     else:
         try:
-            raw = yaml.safe_load(raw_text)
+            raw = load_yaml(raw_text)
         except yaml.YAMLError as err:
             raise IdeasError(f"{path}: cannot parse story ideas: {err}") from None
         items = raw.get("ideas") if isinstance(raw, dict) else raw

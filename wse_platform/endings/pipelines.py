@@ -29,6 +29,7 @@ from typing import Any
 from wse_platform.config import ENDINGS_PIPELINE_STEPS
 from wse_platform.endings.corpus import count_words, prose_problem
 from wse_platform.endings.ideas import IdeasError, Reference, StoryIdea, load_ideas  # noqa: F401 (re-export)
+from wse_platform.inputs import InputFileError, check_input, read_input_text
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
 from wse_platform.prompts import get_prompt
 
@@ -203,7 +204,7 @@ def run_pipeline(client: Any, ideas: Sequence[StoryIdea], pipeline: str, opts: P
             ctx.reference = ctx.idea.reference or draw_reference(opts.reference_pool, opts.reference_seed,
                                                                  opts.set_key, ctx.idea.id)
             if ctx.reference is not None and ctx.reference.mode == "full_text":
-                ctx.reference_text = Path(str(ctx.reference.file)).read_text(encoding="utf-8").strip()
+                ctx.reference_text = read_input_text(str(ctx.reference.file), what="reference file").strip()
     builders = {"extract": _extract_request, "adapt": _adapt_request, "plan": _plan_request}
     for step in steps:
         live = [c for c in contexts if c.alive]
@@ -305,8 +306,11 @@ def reference_pool(settings: Any) -> list[Reference]:
     pool = []
     for i, r in enumerate(settings.endings.reference_pool):
         path = settings.resolve_path(r.file) if r.file else None
-        if path is not None and not path.is_file():
-            raise IdeasError(f"endings.reference_pool[{i}].file: {r.file!r} not found ({path})")
+        if path is not None:
+            try:
+                check_input(path, what="reference file")   # a regular file within the size limit
+            except InputFileError as err:
+                raise IdeasError(f"endings.reference_pool[{i}].file: {err}") from None
         pool.append(Reference(r.title, r.author, str(path) if path else None))
     return pool
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from wse_platform.inputs import InputFileError, load_yaml, read_input_bytes
 from wse_platform.llm.types import LLMRequest, LLMResult
 from wse_platform.prompts import get_prompt
 
@@ -72,8 +73,9 @@ class Rubric:
 def load_rubric(path: str | Path | None = None) -> Rubric:
     path = Path(path) if path else SHIPPED_RUBRIC
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+        data = read_input_bytes(path, what="rubric file")
+        raw = load_yaml(data.decode("utf-8"))
+    except (OSError, yaml.YAMLError, InputFileError) as err:
         raise RubricError(f"{path}: cannot read rubric: {err}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("scale_max"), int) or raw["scale_max"] < 1:
         raise RubricError(f"{path}: scale_max must be a positive integer")
@@ -89,7 +91,7 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
         seen.add(c["id"])
         crits.append(Criterion(str(c["id"]), str(c["name"]), str(c["description"]), bool(c.get("negative")),
                                bool(c.get("tension"))))
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    sha = hashlib.sha256(data).hexdigest()[:12]
     return Rubric(raw["scale_max"], tuple(crits), sha)
 
 

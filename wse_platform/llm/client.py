@@ -32,6 +32,7 @@ from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, Ba
                                       make_backend)
 from wse_platform.llm.cache import ResponseCache, content_key
 from wse_platform.llm.errors import LLMInfrastructureError
+from wse_platform.redact import redact_text, redact_url
 from wse_platform.llm.progress import BatchProgress, ProgressFn
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
 from wse_platform.llm.validation import parse_sample, schema_of, split_reasoning
@@ -324,7 +325,8 @@ class LLMClient:
         req, meta = s.req, resp.meta or {}
         if resp.error is not None or len(resp.texts) != req.n:
             kind = "infrastructure" if resp.infrastructure else "transport"
-            return kind, resp.error or f"backend returned {len(resp.texts)} texts for n={req.n}", None, [], [], []
+            return kind, redact_text(resp.error) or f"backend returned {len(resp.texts)} texts for n={req.n}", \
+                None, [], [], []
         provider = list(meta.get("reasoning") or [])
         answers, reasoning = [], []
         for i, text in enumerate(resp.texts):
@@ -377,7 +379,7 @@ class LLMClient:
             "prompt_truncated_tokens": int(meta.get("prompt_truncated_tokens") or 0),
             "reasoning": "\n\n---\n\n".join(thoughts) if thoughts else None,
             "reasoning_tokens": meta.get("reasoning_tokens"),
-            "endpoint": meta.get("endpoint"),
+            "endpoint": redact_url(meta.get("endpoint")),   # no credential of a URL is stored
         }
         with self._lock:
             self._records.append(record)

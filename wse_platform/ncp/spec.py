@@ -26,6 +26,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
                       ValidationError, model_validator)
 
 from wse_platform.config import DATA_DIR
+from wse_platform.inputs import InputFileError, load_yaml, read_input_text
 
 NCP_DATASET_DIR = DATA_DIR / "ncp_bench" / "dataset"
 COMMITMENT_TYPES: tuple[str, ...] = ("invariant", "ordering", "achievement")
@@ -332,7 +333,9 @@ def load_spec_file(path: str | Path) -> tuple[NarrativeSpec | None, list[SpecPro
     path = Path(path)
     file = str(path)
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+        raw = load_yaml(read_input_text(path, what="spec file"), loader=_YAML_LOADER)
+    except InputFileError as err:   # a FIFO, a file above the size limit
+        return None, [SpecProblem(file, DOCUMENT, "(file)", str(err))]
     except OSError as err:
         return None, [SpecProblem(file, DOCUMENT, "(file)", f"cannot read: {err.strerror or err}")]
     except UnicodeDecodeError as err:
@@ -347,8 +350,8 @@ def read_index(index_path: str | Path) -> tuple[list[str], list[SpecProblem]]:
     index_path = Path(index_path)
     file = str(index_path)
     try:
-        raw = yaml.safe_load(index_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raw = load_yaml(read_input_text(index_path, what="spec index"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InputFileError) as err:
         return [], [SpecProblem(file, DOCUMENT, "specs", f"cannot read index: {err}".replace("\n", " "))]
     ids = raw.get("specs") if isinstance(raw, dict) else None
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):

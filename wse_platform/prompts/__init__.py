@@ -81,13 +81,18 @@ def _search_dirs(extra: str | os.PathLike[str] | None) -> list[Path]:
     return dirs
 
 
-def parse_prompt_file(path: Path) -> Prompt:
-    text = path.read_text(encoding="utf-8")
+def parse_prompt_file(path: Path, root: Path | None = None) -> Prompt:
+    """A prompt file (a regular file inside `root`, the prompts folder it was found in, when given)."""
+    from wse_platform.inputs import InputFileError, load_yaml, read_input_text
+    try:
+        text = read_input_text(path, what="prompt file", root=root)
+    except InputFileError as err:
+        raise PromptError(str(err)) from None
     if not text.startswith("---"):
         raise PromptError(f"{path}: prompt file must start with a '---' front-matter block")
     try:
         _, front, body = text.split("---", 2)
-        meta = yaml.safe_load(front) or {}
+        meta = load_yaml(front) or {}
     except (ValueError, yaml.YAMLError) as err:
         raise PromptError(f"{path}: bad front matter: {err}") from None
     for key in ("role", "version"):
@@ -109,7 +114,7 @@ def _load(role: str, version: str, extra_dir: str | None) -> Prompt:
     for d in _search_dirs(extra_dir):
         candidate = d / rel
         if candidate.exists():
-            prompt = parse_prompt_file(candidate)
+            prompt = parse_prompt_file(candidate, root=d)
             if prompt.role != role or prompt.version != version:
                 raise PromptError(f"{candidate}: front matter says {prompt.id}, expected {role}@{version}")
             return prompt

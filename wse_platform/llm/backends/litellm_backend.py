@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
+from wse_platform.redact import redact_text, redact_url
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
@@ -177,7 +178,7 @@ class LiteLLMBackend(Backend):
 
     def _scrub(self, text: str) -> str:
         key = os.environ.get(self.model.api_key_env) if self.model.api_key_env else None
-        return text.replace(key, "***") if key else text
+        return redact_text(text.replace(key, "***") if key else text) or text
 
     def router(self) -> Any:
         """The litellm Router over this model's endpoints (built on first use, on the loop)."""
@@ -263,7 +264,7 @@ class LiteLLMBackend(Backend):
         if getattr(details, "reasoning_tokens", None) is not None:
             got.reasoning_tokens = int(details.reasoning_tokens)
         hidden = getattr(resp, "_hidden_params", None) or {}
-        got.endpoint = hidden.get("api_base") or (hidden.get("model_id") if self.endpoints else None)
+        got.endpoint = redact_url(hidden.get("api_base")) or (hidden.get("model_id") if self.endpoints else None)
         cost = hidden.get("response_cost")
         if cost is None:
             try:

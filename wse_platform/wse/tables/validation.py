@@ -149,5 +149,9 @@ def read_labels(folder) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
     out = []
     for name in ("consistency_labels.csv", "richness_labels.csv"):
         path = folder / name
-        out.append(pl.read_csv(path, comment_prefix="#") if path.exists() else None)
+        if path.exists():   # a regular file inside the folder, within the size limit (never a FIFO)
+            from wse_platform.inputs import read_input_bytes
+            out.append(pl.read_csv(read_input_bytes(path, what="human label file", root=folder), comment_prefix="#"))
+        else:
+            out.append(None)
     return out[0], out[1]
