@@ -62,12 +62,27 @@ def dagster_yaml(settings: Settings) -> str:
     return DAGSTER_YAML_HEADER + yaml.safe_dump(doc, sort_keys=False, allow_unicode=False, width=1_000_000)
 
 
+GENERATED_MARK = "# Written by wse-platform"
+
+
+def user_managed(cfg: Path) -> bool:
+    """A `dagster.yaml` that wse-platform did not write (its first line is not our mark): the user's
+    own instance configuration (storage on Postgres, a run launcher...), which we only read."""
+    try:
+        with cfg.open(encoding="utf-8", errors="replace") as f:
+            return not f.readline().startswith(GENERATED_MARK)
+    except FileNotFoundError:
+        return False
+
+
 def ensure_dagster_home(settings: Settings) -> Path:
     """Point $DAGSTER_HOME at a persistent instance (next to the warehouse) unless already set."""
     home = settings.dagster_home
     home.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home)
     cfg = home / "dagster.yaml"
+    if user_managed(cfg):  # e.g. an instance on Postgres with a run launcher: never rewritten
+        return home
     text = dagster_yaml(settings)
     if not cfg.exists() or cfg.read_text() != text:
         tmp = cfg.with_name(f".dagster.yaml.{os.getpid()}")

@@ -205,3 +205,23 @@ def _stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)   # leftovers of an exited daemon
         except ProcessLookupError:
             pass
+
+
+def test_a_dagster_yaml_the_user_wrote_is_never_rewritten(tmp_path, monkeypatch):
+    """A user's own instance configuration (e.g. storage on Postgres, a run launcher) is only read;
+    a file wse-platform generated is kept up to date (README "Beyond one machine")."""
+    from wse_platform.config import load_settings
+    from wse_platform.runner import GENERATED_MARK, ensure_dagster_home
+    from tests.conftest import write_config
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    mine = "# my instance\ntelemetry:\n  enabled: false\nstorage:\n  sqlite:\n    base_dir: /srv/dagster\n"
+    (home / "dagster.yaml").write_text(mine)
+    settings = load_settings(str(write_config(tmp_path)))
+    ensure_dagster_home(settings)
+    assert (home / "dagster.yaml").read_text() == mine
+    (home / "dagster.yaml").write_text(GENERATED_MARK + ". old text\n")
+    ensure_dagster_home(settings)
+    assert "QueuedRunCoordinator" in (home / "dagster.yaml").read_text()
