@@ -96,6 +96,8 @@ def cmd_materialize(args) -> int:
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
     if report.interrupted_by:
         return 130
+    if report.stopped_by or report.first_failure:  # the closing line says the cause (run_guard)
+        print(f"error: {report.stopped_by or report.first_failure}", file=sys.stderr)
     return 1 if failed else 0
 
 

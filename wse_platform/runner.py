@@ -152,6 +152,8 @@ class RunPlanStep:
 class RunReport:
     steps: list[tuple[RunPlanStep, bool, float]] = field(default_factory=list)
     interrupted_by: str | None = None  # signal name when SIGINT/SIGTERM stopped the command
+    stopped_by: str | None = None  # the infrastructure failure that stopped the command (run_guard)
+    first_failure: str | None = None  # `step: cause` of the first failed run, on one line
 
     @property
     def ok(self) -> bool:
@@ -311,25 +313,36 @@ def plan(defs: Definitions, keys: Iterable[AssetKey],
 
 
 def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterInstance,
-            tags: dict[str, str] | None = None, echo=print) -> RunReport:
-    """Run the steps in order. SIGINT/SIGTERM stop the whole sequence (see `StopOnSignal`)."""
-    assets = [a for a in defs.assets or [] if isinstance(a, (AssetsDefinition, SourceAsset))]
-    assets += [c for c in (defs.asset_checks or [])]
+            tags: dict[str, str] | None = None, echo=print, guard=None) -> RunReport:
+    """Run the steps in order. SIGINT/SIGTERM stop the whole sequence (see `StopOnSignal`); so does
+    an infrastructure failure, and a run reading an asset that failed is skipped (`run_guard`)."""
+    from wse_platform.run_guard import RunGuard, first_failure
+
+    guard = guard or RunGuard(defs)
     report = RunReport()
     with StopOnSignal() as stop:
         for i, step in enumerate(steps, 1):
-            if stop.signal_name:
+            if stop.signal_name or guard.stopped:
                 break
+            if note := guard.config_note():
+                echo(f"note: {note}")
+            if skip := guard.skip_reason(step):
+                echo(f"[{i}/{len(steps)}] skipped {step.label()}: {skip}")
+                guard.mark_failed(step)
+                report.steps.append((step, False, 0.0))
+                continue
             t0 = time.perf_counter()
             echo(f"[{i}/{len(steps)}] materializing {step.label()}")
             result = run_in_location(defs, step, instance, tags or {})
             dt = time.perf_counter() - t0
             report.steps.append((step, result.success, dt))
+            guard.after(step, result)
             interrupted = _interrupted(result)
             if interrupted:
                 echo(f"    INTERRUPTED after {dt:.1f}s (the run is recorded as failed)")
             elif not result.success:
-                echo(f"    FAILED after {dt:.1f}s: {_first_error(result)}")
+                report.first_failure = report.first_failure or first_failure(result)
+                echo(f"    FAILED after {dt:.1f}s: {first_failure(result)}")
             else:
                 echo(f"    ok ({dt:.1f}s)")
             if interrupted and not stop.signal_name:
@@ -338,6 +351,10 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
     if report.interrupted_by:
         echo(f"interrupted by {report.interrupted_by}: stopped after {len(report.steps)} of {len(steps)} runs "
              f"(an interrupted run is recorded as failed); {len(steps) - len(report.steps)} not started")
+    elif guard.stopped:
+        report.stopped_by = guard.stopped
+        echo(f"stopped: the environment is broken, so none of the {len(steps) - len(report.steps)} remaining "
+             "runs was started; fix the cause below and rerun (`wse materialize --stale` runs what is missing)")
     return report
 
 
@@ -508,10 +525,3 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
         if origin is not None:
             del instance.create_run_for_job  # back to the class's method
 
-
-def _first_error(result) -> str:
-    for ev in result.all_events:
-        if ev.is_failure and ev.step_failure_data and ev.step_failure_data.error:
-            err = ev.step_failure_data.error
-            return f"{ev.step_key}: {err.message.strip()}"
-    return "see the run log in the Dagster UI"
