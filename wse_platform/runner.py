@@ -324,8 +324,6 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
         for i, step in enumerate(steps, 1):
             if stop.signal_name or guard.stopped:
                 break
-            if note := guard.config_note():
-                echo(f"note: {note}")
             if skip := guard.skip_reason(step):
                 echo(f"[{i}/{len(steps)}] skipped {step.label()}: {skip}")
                 guard.mark_failed(step)
@@ -347,6 +345,8 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
                 echo(f"    ok ({dt:.1f}s)")
             if interrupted and not stop.signal_name:
                 stop.signal_name = "an interrupt"  # seen by Dagster before our watcher counted it
+            if note := guard.config_note():
+                echo(f"note: {note}")
         report.interrupted_by = stop.signal_name
     if report.interrupted_by:
         echo(f"interrupted by {report.interrupted_by}: stopped after {len(report.steps)} of {len(steps)} runs "
