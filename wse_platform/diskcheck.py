@@ -90,14 +90,14 @@ def diagnose(path: Path, err: BaseException | None, what: str, setting: str, is_
     no_space = bool(codes & NO_SPACE_ERRNOS) or any(s in text for s in _NO_SPACE_TEXT)
     read_only = bool(codes & READ_ONLY_ERRNOS) or any(s in text for s in _READ_ONLY_TEXT)
     io_error = any(s in text for s in _IO_TEXT) or err is None
-    free = free_bytes(path)
-    if not no_space and (io_error or read_only) and free is not None and free < LOW_SPACE:
-        no_space = True
     if no_space:
-        return no_space_message(path, what, setting, free)
+        return no_space_message(path, what, setting)
     reason = read_only_reason(path, is_dir) if (read_only or io_error) else None
     if reason is not None:
         return read_only_message(path, what, setting, reason)
+    free = free_bytes(path)
+    if (io_error or read_only) and free is not None and free < LOW_SPACE:
+        return no_space_message(path, what, setting, free)
     return None
 
 
@@ -111,7 +111,7 @@ def no_space_message(path: Path, what: str, setting: str, free: int | None = Non
 def read_only_message(path: Path, what: str, setting: str, reason: tuple[str, str]) -> str:
     cause, how = reason
     return (f"{what} {path} cannot be written: {cause}; its contents are intact, do not move it aside.\n"
-            f"  fix: make it writable ({how}), or set {setting} to a writable location, then rerun")
+            f"  fix: make it writable: {how}; or set {setting} to a writable location; then rerun")
 
 
 def storage_problem(path: Path, what: str, setting: str, is_dir: bool = False) -> str | None:

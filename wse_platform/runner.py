@@ -28,7 +28,7 @@ from dagster import (
 )
 
 from wse_platform.config import Settings
-from wse_platform.errors import ActionableError
+from wse_platform.errors import InfrastructureError
 
 DAGSTER_YAML = """\
 # Written by wse-platform. Telemetry off; a run queue with per-backend concurrency limits
@@ -72,7 +72,7 @@ def ensure_dagster_home(settings: Settings) -> Path:
     return home
 
 
-class InstanceBroken(ActionableError):
+class InstanceBroken(InfrastructureError):
     """The Dagster instance at $DAGSTER_HOME cannot be opened; the message names it and gives the fix."""
 
 
@@ -88,10 +88,22 @@ def get_instance(settings: Settings) -> DagsterInstance:
 
     from dagster import AssetKey
 
+    from wse_platform.instance_health import check_files, explain
+
     home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(home / ".wse-instance.lock"), timeout=300):
-        ensure_dagster_home(settings)  # dagster.yaml is (re)written under the lock too
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(home / ".wse-instance.lock"), timeout=300)
+        lock.acquire()
+    except OSError as err:  # a full or read-only disk or folder: named as such (instance_health)
+        raise InstanceBroken(explain(home, err) or f"cannot use the Dagster home {home}: {err}") from err
+    try:
+        try:
+            ensure_dagster_home(settings)  # dagster.yaml is (re)written under the lock too
+        except OSError as err:
+            raise InstanceBroken(explain(home, err) or f"cannot write {home / 'dagster.yaml'}: {err}") from err
+        if problem := check_files(home):  # before Dagster silently re-creates an emptied file
+            raise InstanceBroken(problem)
         try:
             instance = DagsterInstance.get()
             # touch every storage so that any creation/migration happens here, under the lock
@@ -99,6 +111,8 @@ def get_instance(settings: Settings) -> DagsterInstance:
             instance.get_latest_materialization_event(AssetKey("wse_instance_probe"))
             instance.all_instigator_state()
         except Exception as err:  # noqa: BLE001 - any failure to open is reported the same way
+            if cause := explain(home, err):
+                raise InstanceBroken(cause) from err
             raise InstanceBroken(
                 f"the Dagster instance at {home} cannot be opened: {type(err).__name__}: "
                 f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}\n"
@@ -106,6 +120,8 @@ def get_instance(settings: Settings) -> DagsterInstance:
                 "are separate files and are not affected).\n"
                 f"  fix: move it aside (mv {home} {home}.broken) and run `wse materialize` without --stale "
                 "(the record of what was built goes with it; cached LLM answers are reused)") from err
+    finally:
+        lock.release()
     fail_orphaned_runs(instance)
     return instance
 
@@ -123,11 +139,12 @@ def warehouse_problem(settings: Settings, defs: Definitions | None = None,
         Warehouse(settings.warehouse).check_readable()
     except WarehouseError as err:
         return str(err)
-    if defs is not None and instance is not None and not settings.warehouse.exists():
+    if defs is not None and instance is not None and (not settings.warehouse.exists()
+                                                      or Warehouse(settings.warehouse).is_empty_file()):
         built = [k.to_user_string() for k in materializable(defs) if instance.get_latest_materialization_event(k)]
         if built:
-            return (f"the warehouse file {settings.warehouse} does not exist, but the Dagster instance at "
-                    f"{os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built (e.g. {built[0]}): "
+            return (f"the warehouse file {settings.warehouse} does not exist (or is empty), but the Dagster "
+                    f"instance at {os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built (e.g. {built[0]}): "
                     "their tables are gone.\n  fix: rebuild with `wse materialize` (without --stale: the "
                     "run history still lists them as built; cached LLM answers are reused)")
     return None

@@ -309,7 +309,8 @@ class Warehouse:
                     con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM _wse_rows')
                     con.unregister("_wse_rows")
         except Exception as err:
-            raise WarehouseError(self._disk_problem(err) or f"writing {table} partition {dict(key)} failed: {err}") from err
+            raise WarehouseError(self._disk_problem(err)
+                                 or f"writing {table} partition {dict(key)} failed: {err}") from err
         return df.height
 
     def replace_table(self, table: str, df: pl.DataFrame) -> int:
