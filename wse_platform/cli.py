@@ -320,6 +320,13 @@ def main(argv: list[str] | None = None) -> int:
     except ActionableError as err:  # a broken instance or warehouse file: the message names it and the fix
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # the disk under the Dagster home filled or turned read-only mid-command
+        from wse_platform.diskcheck import one_line
+        from wse_platform.instance_health import explain_crash
+        if (cause := explain_crash(err)) is None:
+            raise
+        print(f"error: {one_line(cause)}", file=sys.stderr)
+        return 2
     finally:
         config_snapshot.release()
 

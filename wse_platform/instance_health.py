@@ -92,3 +92,12 @@ def explain(home: Path, err: BaseException) -> str | None:
             if problem:
                 return _message(home, rel, problem)
     return None
+
+
+def explain_crash(err: BaseException) -> str | None:
+    """An error that escaped a command (Dagster writing its run records while the disk under
+    $DAGSTER_HOME filled or turned read-only), as its cause; None when the home is not the cause."""
+    import os
+
+    home = os.environ.get("DAGSTER_HOME")
+    return diagnose(Path(home), err, "the Dagster home", "DAGSTER_HOME", is_dir=True) if home else None

@@ -370,6 +370,7 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
              f"(an interrupted run is recorded as failed); {len(steps) - len(report.steps)} not started")
     elif guard.stopped:
         report.stopped_by = guard.stopped
+    if report.stopped_by and len(steps) > len(report.steps):
         echo(f"stopped: the environment is broken, so none of the {len(steps) - len(report.steps)} remaining "
              "runs was started; fix the cause below and rerun (`wse materialize --stale` runs what is missing)")
     return report
