@@ -94,7 +94,7 @@ def cmd_materialize(args) -> int:
     from wse_platform import config_snapshot
     from wse_platform.run_guard import RunGuard
     report = execute(defs, steps, instance, tags={"wse/cli": "materialize", "wse/stale": str(args.stale).lower()},
-                     guard=RunGuard(defs, config_changed=config_snapshot.changed))
+                     guard=RunGuard(defs, config_changed=config_snapshot.changed, instance=instance))
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")

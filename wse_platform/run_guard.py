@@ -14,7 +14,9 @@ looks at why a failed run failed:
 * Any failed run marks its assets (at its partition) failed for the rest of the command: a later
   run whose assets read one of them (an aggregate table over the cells) is skipped with the
   reason, instead of reporting "ok" over an empty or partial upstream; its own descendants are
-  skipped in turn. A skipped run counts as not succeeded.
+  skipped in turn. So is a run reading an asset that was never built (`wse materialize` gives
+  the guard its instance): it would report "ok" over an empty table. A skipped run counts as not
+  succeeded.
 
 Before each run the guard also notes (once) when the config file changed since the command
 read it: the runs go on with the configuration read at start (`config_snapshot`).
@@ -101,8 +103,9 @@ def infrastructure_error(error) -> str | None:
 class RunGuard:
     """Per command: which assets failed, whether the environment broke, whether the config moved."""
 
-    def __init__(self, defs, config_changed: Callable[[], str | None] | None = None):
+    def __init__(self, defs, config_changed: Callable[[], str | None] | None = None, instance=None):
         self.graph = defs.resolve_asset_graph()
+        self.instance = instance  # given: a run is also skipped when an asset it reads was never built
         self.failed: dict = {}  # asset key -> partition keys failed or skipped in this command (None = all)
         self.stopped: str | None = None  # the infrastructure failure that stopped the command
         self._config_changed = config_changed
@@ -125,6 +128,29 @@ class RunGuard:
                 where = ", ".join(sorted(p for p in pks if p)) or ""
                 return (f"not run: it reads {parent.to_user_string()}{f'[{where}]' if where else ''}, "
                         "which failed earlier in this command")
+        return self._never_built(step)
+
+    def _never_built(self, step) -> str | None:
+        """An asset this run reads has no materialization at all (of the same partition, when both
+        share a partitioning): the run would report "ok" over an empty table."""
+        if self.instance is None:
+            return None
+        from dagster import AssetRecordsFilter
+
+        in_step = set(step.keys)
+        for key in step.keys:
+            for parent in sorted(self._parents(key) - in_step, key=lambda k: k.to_user_string()):
+                node = self.graph.get(parent)
+                if not node.is_materializable:
+                    continue
+                same = node.partitions_def is not None and node.partitions_def == self.graph.get(key).partitions_def
+                pk = step.partition_key if same else None
+                found = self.instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=parent, asset_partitions=[pk] if pk else None), limit=1).records
+                if not found:
+                    name = parent.to_user_string() + (f"[{pk}]" if pk else "")
+                    return (f"not run: it reads {name}, which has never been built; materialize it first "
+                            "(or select it too)")
         return None
 
     def mark_failed(self, step) -> None:

@@ -144,8 +144,8 @@ def warehouse_problem(settings: Settings, defs: Definitions | None = None,
         built = [k.to_user_string() for k in materializable(defs) if instance.get_latest_materialization_event(k)]
         if built:
             return (f"the warehouse file {settings.warehouse} does not exist (or is empty), but the Dagster "
-                    f"instance at {os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built (e.g. {built[0]}): "
-                    "their tables are gone.\n  fix: rebuild with `wse materialize` (without --stale: the "
+                    f"instance at {os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built "
+                    f"(e.g. {built[0]}): their tables are gone.\n  fix: rebuild with `wse materialize` (without --stale: the "
                     "run history still lists them as built; cached LLM answers are reused)")
     return None
 

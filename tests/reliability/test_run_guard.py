@@ -63,3 +63,18 @@ def test_no_aggregate_is_built_from_a_failed_upstream():
     assert "summary" not in calls and "skipped summary: not run: it reads cells[b]" in out
     assert not report.ok and report.stopped_by is None
     assert report.first_failure.startswith("cells: the model's answer could not be parsed")
+
+
+def test_no_aggregate_over_an_upstream_that_was_never_built():
+    from wse_platform.run_guard import RunGuard
+
+    calls, lines = [], []
+    defs = _defs(calls, {})
+    instance = DagsterInstance.ephemeral()
+    steps = plan(defs, [AssetKey("summary")], {AssetKey("summary"): None})
+    report = execute(defs, steps, instance, echo=lines.append, guard=RunGuard(defs, instance=instance))
+    assert calls == [] and not report.ok  # was: the summary built "ok" over nothing
+    assert "cells, which has never been built" in "\n".join(lines)
+    steps = plan(defs, [AssetKey("cells"), AssetKey("summary")], {AssetKey("cells"): None, AssetKey("summary"): None})
+    assert execute(defs, steps, instance, echo=lines.append, guard=RunGuard(defs, instance=instance)).ok
+    assert calls == ["a", "b", "c", "summary"]
