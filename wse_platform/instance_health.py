@@ -65,11 +65,15 @@ def _message(home: Path, rel: str, problem: str) -> str:
 def check_files(home: Path) -> str | None:
     """A store file that is empty or not SQLite while the home has a history (cheap: headers only)."""
     home = Path(home)
-    present = [rel for rel in STORES if (home / rel).exists()]
-    for rel in present:
+    # the per-run event logs (history/runs/<run id>.db): runs were recorded here
+    ran = any(p.stem not in ("", "index") for p in (home / "history" / "runs").glob("*.db"))
+    for rel in STORES:
+        if not (home / rel).exists():
+            continue
         problem = _broken(home / rel, quick=True)
-        # an empty file in a home that has run at least once was truncated (Dagster would re-create it silently)
-        if problem and not (problem.startswith("is empty") and len(present) == 1):
+        # empty in a home that has recorded runs: truncated (Dagster would re-create it silently);
+        # empty before any run: a creation that was interrupted, which Dagster completes
+        if problem and (ran or not problem.startswith("is empty")):
             return _message(home, rel, problem)
     return None
 
