@@ -145,8 +145,8 @@ def warehouse_problem(settings: Settings, defs: Definitions | None = None,
         if built:
             return (f"the warehouse file {settings.warehouse} does not exist (or is empty), but the Dagster "
                     f"instance at {os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built "
-                    f"(e.g. {built[0]}): their tables are gone.\n  fix: rebuild with `wse materialize` (without --stale: the "
-                    "run history still lists them as built; cached LLM answers are reused)")
+                    f"(e.g. {built[0]}): their tables are gone.\n  fix: rebuild with `wse materialize` "
+                    "(without --stale: the run history still lists them as built; cached LLM answers are reused)")
     return None
 
 
