@@ -23,20 +23,16 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from wse_platform.diskcheck import diagnose
-from wse_platform.llm.errors import CacheCorrupted, LLMInfrastructureError
+from wse_platform.llm.errors import CacheCorrupted
 
 _CHUNK = 500  # keys per SELECT ... IN (...)
 
 
-class CacheUnusable(LLMInfrastructureError):
-    """The cache cannot be written or created because of its disk (full, read-only): the file is intact."""
-
-
-def corrupted(path: Path, err: Exception) -> LLMInfrastructureError:
-    """The error for a cache that cannot be used: a full or read-only disk is named as such (the
-    file is healthy, moving it aside would throw the answers away); else a file that is not a
-    readable SQLite database, and how to continue."""
+def corrupted(path: Path, err: Exception) -> CacheCorrupted:
+    """The error for a cache that cannot be used: a full or read-only disk is named as such
+    (`CacheUnusable`: the file is healthy, moving it aside would throw the answers away); else a
+    file that is not a readable SQLite database, and how to continue."""
+    from wse_platform.diskcheck import diagnose
     problem = diagnose(path, err, "the LLM response cache", "cache_dir (or WSE_CACHE_DIR)")
     if problem is None and not path.exists():
         problem = (f"the LLM response cache {path} cannot be created ({type(err).__name__}: {err}).\n"
@@ -49,6 +45,13 @@ def corrupted(path: Path, err: Exception) -> LLMInfrastructureError:
         "It was probably truncated or overwritten. The cache only saves repeated calls, so it is safe to "
         f"move it aside and continue without it: `wse doctor --move-broken-cache` (or `mv {path} "
         f"{path}.broken`), then rerun; answers not found are requested again.")
+
+
+from wse_platform.llm.errors import LLMInfrastructureError  # noqa: E402 (kept apart from the imports above)
+
+
+class CacheUnusable(LLMInfrastructureError):
+    """The cache cannot be written or created because of its disk (full, read-only): the file is intact."""
 
 
 def content_key(*parts: Any) -> str:
