@@ -543,3 +543,9 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
         if origin is not None:
             del instance.create_run_for_job  # back to the class's method
 
+
+
+def _first_error(result) -> str:
+    """`step: cause` of a failed run's first failed step (kept for callers of the old name)."""
+    from wse_platform.run_guard import first_failure
+    return first_failure(result)
