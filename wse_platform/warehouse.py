@@ -98,16 +98,11 @@ class Warehouse:
                 raise WarehouseError("a connection with its own DuckDB settings cannot be opened inside held()")
             yield kept
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(str(self.path) + ".lock")
-            self._acquire(lock)
-        except OSError as err:  # the lock file cannot be created: a full or read-only disk or folder
-            raise WarehouseError(self._disk_problem(err) or f"cannot create the lock file {self.path}.lock: "
-                                 f"{err}\n  fix: make {self.path.parent} writable") from err
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self.path) + ".lock")
+        self._acquire(lock)
         try:
             self._note_owner()
-            self._drop_empty_file()
             con = self._open(read_only and self.path.exists(), config)
             try:
                 yield con
@@ -158,6 +153,13 @@ class Warehouse:
         return holder
 
     def _acquire(self, lock: FileLock) -> None:
+        try:
+            self._acquire_waiting(lock)
+        except OSError as err:  # the lock file cannot be created: a full or read-only disk or folder
+            raise WarehouseError(self._disk_problem(err) or f"cannot create the lock file {self.path}.lock: "
+                                 f"{err}\n  fix: make {self.path.parent} writable") from err
+
+    def _acquire_waiting(self, lock: FileLock) -> None:
         start = time.monotonic()
         try:
             lock.acquire(timeout=min(NOTICE_AFTER_S, self.lock_timeout))
@@ -179,6 +181,8 @@ class Warehouse:
                 continue
 
     def _open(self, read_only: bool, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+        if self._drop_empty_file():
+            read_only = False  # the file is created anew
         delay = 0.05
         start = time.monotonic()
         next_notice = start + NOTICE_AFTER_S
@@ -205,7 +209,7 @@ class Warehouse:
         """A full or read-only disk, folder or file named as such (never as a corrupt file)."""
         return diagnose(self.path, err, "the warehouse", "warehouse_path (or WSE_WAREHOUSE)")
 
-    def _drop_empty_file(self) -> None:
+    def _drop_empty_file(self) -> bool:
         """A 0-byte warehouse file holds no table (DuckDB writes its header first): it is what a
         write that failed at once (a full disk) leaves behind, and would block every later command.
         Removed, so it is created anew; the caller holds the lock."""
@@ -214,6 +218,8 @@ class Warehouse:
                 self.path.unlink()
                 _say(f"warehouse {self.path} was an empty (0-byte) file, left by a write that failed (e.g. a "
                      "full disk); removed it, it is created anew")
+                return True
+        return False
 
     def _open_failure(self, err: duckdb.Error) -> str:
         """The message for a warehouse file DuckDB cannot open: the file, what it means, the fix."""
