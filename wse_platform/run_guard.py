@@ -20,10 +20,15 @@ looks at why a failed run failed:
 
 Before each run the guard also notes (once) when the config file changed since the command
 read it: the runs go on with the configuration read at start (`config_snapshot`).
+
+The guard is thread-safe, for a caller that runs several steps at once: call `skip_reason` before
+starting a step (and `mark_failed` when skipping it), `after` when it finishes, and start no
+step once `stopped` is set.
 """
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator
 
 from wse_platform.diskcheck import one_line
@@ -110,6 +115,7 @@ class RunGuard:
         self.stopped: str | None = None  # the infrastructure failure that stopped the command
         self._config_changed = config_changed
         self.notes: list[str] = []
+        self._lock = threading.RLock()  # runs may finish in several threads at once
 
     def _parents(self, key) -> set:
         from wse_platform.runner import _parents
@@ -117,9 +123,11 @@ class RunGuard:
 
     def skip_reason(self, step) -> str | None:
         """Why `step` must not run: an asset it reads failed (or was skipped) earlier in this command."""
+        with self._lock:
+            failed = {k: set(v) for k, v in self.failed.items()}
         for key in step.keys:
             for parent in sorted(self._parents(key), key=lambda k: k.to_user_string()):
-                pks = self.failed.get(parent)
+                pks = failed.get(parent)
                 if pks is None:
                     continue
                 same = self.graph.get(parent).partitions_def == self.graph.get(key).partitions_def
@@ -154,8 +162,9 @@ class RunGuard:
         return None
 
     def mark_failed(self, step) -> None:
-        for key in step.keys:
-            self.failed.setdefault(key, set()).add(step.partition_key)
+        with self._lock:
+            for key in step.keys:
+                self.failed.setdefault(key, set()).add(step.partition_key)
 
     def after(self, step, result) -> None:
         """Record a finished run; an infrastructure failure stops the command."""
@@ -165,7 +174,8 @@ class RunGuard:
         for step_key, error in failure_errors(result):
             cause = infrastructure_error(error)
             if cause:
-                self.stopped = f"{step_key}: {cause}"
+                with self._lock:
+                    self.stopped = self.stopped or f"{step_key}: {cause}"
                 return
 
     def config_note(self) -> str | None:
