@@ -12,7 +12,8 @@ the pinned settings for that file until `release()` (the CLI releases at the end
 command). Prompt files are read once per process already (`prompts._load` is cached, and the
 fingerprints read them at the start of the command). `changed()` says whether the file on disk
 differs from the pinned version, for a note; the runs go on with the version read at start, and
-the next `wse status` shows what the edit makes stale.
+the next `wse status` shows what the edit makes stale. A new version recorded by another process
+meanwhile (`wse ui`'s config_observer) stops the command before its next run (`run_guard`).
 """
 from __future__ import annotations
 

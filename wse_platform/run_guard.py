@@ -116,6 +116,7 @@ class RunGuard:
         self._config_changed = config_changed
         self.notes: list[str] = []
         self._lock = threading.RLock()  # runs may finish in several threads at once
+        self._config_records = self._latest_config_records()  # the config versions this command recorded
 
     def _parents(self, key) -> set:
         from wse_platform.runner import _parents
@@ -160,6 +161,36 @@ class RunGuard:
                     return (f"not run: it reads {name}, which has never been built; materialize it first "
                             "(or select it too)")
         return None
+
+    def _latest_config_records(self) -> dict:
+        """Storage id of the latest recorded version of each config asset (`assets.versioning`)."""
+        if self.instance is None:
+            return {}
+        from dagster import AssetRecordsFilter
+
+        from assets.versioning import CONFIG_TAG
+        out = {}
+        for key in self.graph.get_all_asset_keys():
+            if self.graph.get(key).tags.get(CONFIG_TAG) == "true":
+                recs = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1).records
+                out[key] = recs[0].storage_id if recs else None
+        return out
+
+    def config_recorded_elsewhere(self) -> str | None:
+        """A config asset got a new recorded version from another process while this command ran
+        (e.g. `wse ui`'s config_observer after the file was edited): a run started now would be
+        recorded against that version but computed with the one this command read, so the command
+        stops instead (checked before each run; Dagster takes a run's input versions at its start)."""
+        if not self._config_records:
+            return None
+        changed = [k.to_user_string() for k, sid in self._latest_config_records().items()
+                   if sid != self._config_records.get(k)]
+        if not changed:
+            return None
+        return (f"another process recorded a new version of {', '.join(sorted(changed))} while this command ran "
+                "(the config changed; e.g. `wse ui`'s config_observer): a further run would be recorded against "
+                "that version but computed with the one this command read, so none was started — fix: rerun "
+                "`wse materialize --stale`")
 
     def mark_failed(self, step) -> None:
         with self._lock:

@@ -341,6 +341,9 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
         for i, step in enumerate(steps, 1):
             if stop.signal_name or guard.stopped:
                 break
+            if moved := guard.config_recorded_elsewhere():
+                guard.stopped = moved
+                break
             if skip := guard.skip_reason(step):
                 echo(f"[{i}/{len(steps)}] skipped {step.label()}: {skip}")
                 guard.mark_failed(step)
@@ -371,8 +374,8 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
     elif guard.stopped:
         report.stopped_by = guard.stopped
     if report.stopped_by and len(steps) > len(report.steps):
-        echo(f"stopped: the environment is broken, so none of the {len(steps) - len(report.steps)} remaining "
-             "runs was started; fix the cause below and rerun (`wse materialize --stale` runs what is missing)")
+        echo(f"stopped: none of the {len(steps) - len(report.steps)} remaining runs was started; fix the cause "
+             "below and rerun (`wse materialize --stale` runs what is missing)")
     return report
 
 

@@ -44,3 +44,30 @@ def test_an_edit_during_the_command_is_not_used_by_its_later_runs(tmp_path, monk
     assert seen == [("run1", 2), ("run2", 2)]  # was: run2 computed with horizon 3
     assert "changed since this command read it" in capsys.readouterr().out
     assert settings_for(None).wse.horizon == 3  # the next command reads the file as it is now
+
+
+def test_a_config_version_recorded_by_another_process_stops_the_command():
+    """`wse ui`'s config_observer records the edited config while `wse materialize` runs: a later
+    run of the command would be recorded against that version but computed with the pinned one."""
+    from dagster import AssetKey, AssetMaterialization, AssetSpec, DagsterInstance
+
+    from assets.versioning import CONFIG_TAG
+    from wse_platform.dagster_private import DATA_VERSION_TAG
+    from wse_platform.run_guard import RunGuard
+
+    instance = DagsterInstance.ephemeral()
+    cfg = AssetSpec("cell_config", tags={CONFIG_TAG: "true"})
+    ran, lines = [], []
+
+    @asset(partitions_def=StaticPartitionsDefinition(["run1", "run2"]), deps=[cfg])
+    def cell(context):
+        ran.append(context.partition_key)
+        if context.partition_key == "run1":  # the other process notices the edited file meanwhile
+            instance.report_runless_asset_event(AssetMaterialization("cell_config", tags={DATA_VERSION_TAG: "v2"}))
+
+    instance.report_runless_asset_event(AssetMaterialization("cell_config", tags={DATA_VERSION_TAG: "v1"}))
+    defs = Definitions(assets=[cfg, cell])
+    steps = runner.plan(defs, [AssetKey("cell")], {AssetKey("cell"): None})
+    report = runner.execute(defs, steps, instance, echo=lines.append, guard=RunGuard(defs, instance=instance))
+    assert ran == ["run1"]  # was: run2 ran and was recorded against v2
+    assert "another process recorded a new version of cell_config" in report.stopped_by
