@@ -24,9 +24,10 @@ warnings.filterwarnings("ignore", message=".*is currently in (beta|preview).*")
 
 
 def _settings(args):
-    from wse_platform.config import ConfigError, load_settings
+    from wse_platform import config_snapshot  # read once: every run of this command uses this version
+    from wse_platform.config import ConfigError
     try:
-        return load_settings(args.config)
+        return config_snapshot.load(args.config)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -90,12 +91,17 @@ def cmd_materialize(args) -> int:
         print("nothing to do: every selected asset is fresh")
         return 0
     steps = plan(defs, keys, partitions)
-    report = execute(defs, steps, instance, tags={"wse/cli": "materialize", "wse/stale": str(args.stale).lower()})
+    from wse_platform import config_snapshot
+    from wse_platform.run_guard import RunGuard
+    report = execute(defs, steps, instance, tags={"wse/cli": "materialize", "wse/stale": str(args.stale).lower()},
+                     guard=RunGuard(defs, config_changed=config_snapshot.changed, instance=instance))
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
     if report.interrupted_by:
         return 130
+    if report.stopped_by or report.first_failure:  # the closing line says the cause (run_guard)
+        print(f"error: {report.stopped_by or report.first_failure}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -307,11 +313,21 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--config", default=argparse.SUPPRESS, help="config file (default: $WSE_CONFIG or ./wse.yaml)")
     args = parser.parse_args(argv)
     from wse_platform.errors import ActionableError
+    from wse_platform import config_snapshot
     try:
         return int(args.func(args) or 0)
     except ActionableError as err:  # a broken instance or warehouse file: the message names it and the fix
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:  # the disk under the Dagster home filled or turned read-only mid-command
+        from wse_platform.diskcheck import one_line
+        from wse_platform.instance_health import explain_crash
+        if (cause := explain_crash(err)) is None:
+            raise
+        print(f"error: {one_line(cause)}", file=sys.stderr)
+        return 2
+    finally:
+        config_snapshot.release()
 
 
 if __name__ == "__main__":

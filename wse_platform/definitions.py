@@ -25,6 +25,7 @@ warnings.filterwarnings("ignore", message=".*is currently in preview.*")
 from assets.partitions import build_partitions  # noqa: E402
 from assets.sql_models import build_sql_model_assets
 from resources import LLMResource, SettingsResource, WarehouseResource, settings_for
+from wse_platform.run_console import console_logger
 
 # Asset modules, each exposing build(settings, parts) -> list (see assets/core.py).
 ASSET_MODULES: tuple[str, ...] = (
@@ -92,6 +93,7 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
         sensors=sensors,
         schedules=schedules,
         jobs=jobs,
+        loggers={"console": console_logger},  # one line per record on the terminal (run_console)
         # One process per run, not per step: a step-per-process executor would pay Python
         # start-up and an embedded-model reload for every step.
         executor=in_process_executor,

@@ -1,7 +1,8 @@
 """`wse doctor`: check the environment and say what to fix, before a long run finds out.
 
-Checks Python, the llama.cpp build and the GGUF of embedded models, the Dagster home, that
-the warehouse is writable (and a readable DuckDB file), that the LLM response cache is
+Checks Python, the llama.cpp build and the GGUF of embedded models, that the Dagster home, the
+warehouse file and the LLM cache folder are writable (not read-only, immutable or on a read-only
+mount) and on a disk with free space, that the warehouse is a readable DuckDB file, that the LLM response cache is
 readable (`--move-broken-cache` moves a broken one aside), that every API key variable a
 model names is set (the value is never printed), and that every configured model answers
 one tiny request, reporting its reasoning mode and whether it honours JSON-schema output.
@@ -82,15 +83,37 @@ def _writable(directory: Path) -> str | None:
     return None
 
 
+def _disk(name: str, path: Path, what: str, setting: str, is_dir: bool = False) -> Check | None:
+    """A FAIL when `path` is read-only (file, folder, mount, immutable) or its disk is (nearly) full."""
+    from wse_platform.diskcheck import storage_problem
+    problem = storage_problem(path, what, setting, is_dir=is_dir)
+    if problem is None:
+        return None
+    cause, _, fix = problem.partition("\n  fix: ")
+    return Check(FAIL, name, cause, fix)
+
+
 def check_paths(settings: "Settings") -> list[Check]:
+    """The Dagster home, the warehouse file (and folder) and the cache folder: writable, with free space."""
     out = []
     home = settings.dagster_home
     problem = _writable(home)
-    out.append(Check(FAIL, "dagster home", f"{home} not writable ({problem})", "set DAGSTER_HOME to a writable folder")
-               if problem else Check(OK, "dagster home", str(home)))
+    disk = _disk("dagster home", home, "the Dagster home", "DAGSTER_HOME", is_dir=True)
+    out.append(disk or (Check(FAIL, "dagster home", f"{home} not writable ({problem})",
+                              "set DAGSTER_HOME to a writable folder")
+               if problem else Check(OK, "dagster home", str(home))))
+    cache = settings.cache
+    disk = _disk("llm cache folder", cache, "the LLM cache folder", "cache_dir (or WSE_CACHE_DIR)", is_dir=True)
+    cache_file = cache / "responses.sqlite"
+    if disk is None and cache_file.exists():
+        disk = _disk("llm cache folder", cache_file, "the LLM response cache", "cache_dir (or WSE_CACHE_DIR)")
+    out.append(disk or Check(OK, "llm cache folder", f"{cache} (writable)"))
     wh = settings.warehouse
     problem = _writable(wh.parent)
-    if problem:
+    disk = _disk("warehouse", wh, "the warehouse", "warehouse_path (or WSE_WAREHOUSE)")
+    if disk:
+        out.append(disk)
+    elif problem:
         out.append(Check(FAIL, "warehouse", f"{wh.parent} not writable ({problem})",
                          "set warehouse_path (or WSE_WAREHOUSE) to a writable location"))
     elif wh.exists():

@@ -28,7 +28,7 @@ from dagster import (
 )
 
 from wse_platform.config import Settings
-from wse_platform.errors import ActionableError
+from wse_platform.errors import InfrastructureError
 
 # Written by a serializer (yaml.safe_dump), never by string formatting: a model name is a value,
 # it can never become YAML structure (issue 23, item 1). Only this fixed header is text.
@@ -91,7 +91,7 @@ def ensure_dagster_home(settings: Settings) -> Path:
     return home
 
 
-class InstanceBroken(ActionableError):
+class InstanceBroken(InfrastructureError):
     """The Dagster instance at $DAGSTER_HOME cannot be opened; the message names it and gives the fix."""
 
 
@@ -107,10 +107,22 @@ def get_instance(settings: Settings) -> DagsterInstance:
 
     from dagster import AssetKey
 
+    from wse_platform.instance_health import check_files, explain
+
     home = settings.dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(home / ".wse-instance.lock"), timeout=300):
-        ensure_dagster_home(settings)  # dagster.yaml is (re)written under the lock too
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(home / ".wse-instance.lock"), timeout=300)
+        lock.acquire()
+    except OSError as err:  # a full or read-only disk or folder: named as such (instance_health)
+        raise InstanceBroken(explain(home, err) or f"cannot use the Dagster home {home}: {err}") from err
+    try:
+        try:
+            ensure_dagster_home(settings)  # dagster.yaml is (re)written under the lock too
+        except OSError as err:
+            raise InstanceBroken(explain(home, err) or f"cannot write {home / 'dagster.yaml'}: {err}") from err
+        if problem := check_files(home):  # before Dagster silently re-creates an emptied file
+            raise InstanceBroken(problem)
         try:
             instance = DagsterInstance.get()
             # touch every storage so that any creation/migration happens here, under the lock
@@ -118,6 +130,8 @@ def get_instance(settings: Settings) -> DagsterInstance:
             instance.get_latest_materialization_event(AssetKey("wse_instance_probe"))
             instance.all_instigator_state()
         except Exception as err:  # noqa: BLE001 - any failure to open is reported the same way
+            if cause := explain(home, err):
+                raise InstanceBroken(cause) from err
             raise InstanceBroken(
                 f"the Dagster instance at {home} cannot be opened: {type(err).__name__}: "
                 f"{str(err).strip().splitlines()[0] if str(err).strip() else ''}\n"
@@ -125,6 +139,8 @@ def get_instance(settings: Settings) -> DagsterInstance:
                 "are separate files and are not affected).\n"
                 f"  fix: move it aside (mv {home} {home}.broken) and run `wse materialize` without --stale "
                 "(the record of what was built goes with it; cached LLM answers are reused)") from err
+    finally:
+        lock.release()
     fail_orphaned_runs(instance)
     return instance
 
@@ -142,13 +158,14 @@ def warehouse_problem(settings: Settings, defs: Definitions | None = None,
         Warehouse(settings.warehouse).check_readable()
     except WarehouseError as err:
         return str(err)
-    if defs is not None and instance is not None and not settings.warehouse.exists():
+    if defs is not None and instance is not None and (not settings.warehouse.exists()
+                                                      or Warehouse(settings.warehouse).is_empty_file()):
         built = [k.to_user_string() for k in materializable(defs) if instance.get_latest_materialization_event(k)]
         if built:
-            return (f"the warehouse file {settings.warehouse} does not exist, but the Dagster instance at "
-                    f"{os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built (e.g. {built[0]}): "
-                    "their tables are gone.\n  fix: rebuild with `wse materialize` (without --stale: the "
-                    "run history still lists them as built; cached LLM answers are reused)")
+            return (f"the warehouse file {settings.warehouse} does not exist (or is empty), but the Dagster "
+                    f"instance at {os.environ.get('DAGSTER_HOME')} records {len(built)} assets as built "
+                    f"(e.g. {built[0]}): their tables are gone.\n  fix: rebuild with `wse materialize` "
+                    "(without --stale: the run history still lists them as built; cached LLM answers are reused)")
     return None
 
 
@@ -171,6 +188,8 @@ class RunPlanStep:
 class RunReport:
     steps: list[tuple[RunPlanStep, bool, float]] = field(default_factory=list)
     interrupted_by: str | None = None  # signal name when SIGINT/SIGTERM stopped the command
+    stopped_by: str | None = None  # the infrastructure failure that stopped the command (run_guard)
+    first_failure: str | None = None  # `step: cause` of the first failed run, on one line
 
     @property
     def ok(self) -> bool:
@@ -330,33 +349,52 @@ def plan(defs: Definitions, keys: Iterable[AssetKey],
 
 
 def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterInstance,
-            tags: dict[str, str] | None = None, echo=print) -> RunReport:
-    """Run the steps in order. SIGINT/SIGTERM stop the whole sequence (see `StopOnSignal`)."""
-    assets = [a for a in defs.assets or [] if isinstance(a, (AssetsDefinition, SourceAsset))]
-    assets += [c for c in (defs.asset_checks or [])]
+            tags: dict[str, str] | None = None, echo=print, guard=None) -> RunReport:
+    """Run the steps in order. SIGINT/SIGTERM stop the whole sequence (see `StopOnSignal`); so does
+    an infrastructure failure, and a run reading an asset that failed is skipped (`run_guard`)."""
+    from wse_platform.run_guard import RunGuard, first_failure
+
+    guard = guard or RunGuard(defs)
     report = RunReport()
     with StopOnSignal() as stop:
         for i, step in enumerate(steps, 1):
-            if stop.signal_name:
+            if stop.signal_name or guard.stopped:
                 break
+            if moved := guard.config_recorded_elsewhere():
+                guard.stopped = moved
+                break
+            if skip := guard.skip_reason(step):
+                echo(f"[{i}/{len(steps)}] skipped {step.label()}: {skip}")
+                guard.mark_failed(step)
+                report.steps.append((step, False, 0.0))
+                continue
             t0 = time.perf_counter()
             echo(f"[{i}/{len(steps)}] materializing {step.label()}")
             result = run_in_location(defs, step, instance, tags or {})
             dt = time.perf_counter() - t0
             report.steps.append((step, result.success, dt))
+            guard.after(step, result)
             interrupted = _interrupted(result)
             if interrupted:
                 echo(f"    INTERRUPTED after {dt:.1f}s (the run is recorded as failed)")
             elif not result.success:
-                echo(f"    FAILED after {dt:.1f}s: {_first_error(result)}")
+                report.first_failure = report.first_failure or first_failure(result)
+                echo(f"    FAILED after {dt:.1f}s: {first_failure(result)}")
             else:
                 echo(f"    ok ({dt:.1f}s)")
             if interrupted and not stop.signal_name:
                 stop.signal_name = "an interrupt"  # seen by Dagster before our watcher counted it
+            if note := guard.config_note():
+                echo(f"note: {note}")
         report.interrupted_by = stop.signal_name
     if report.interrupted_by:
         echo(f"interrupted by {report.interrupted_by}: stopped after {len(report.steps)} of {len(steps)} runs "
              f"(an interrupted run is recorded as failed); {len(steps) - len(report.steps)} not started")
+    elif guard.stopped:
+        report.stopped_by = guard.stopped
+    if report.stopped_by and len(steps) > len(report.steps):
+        echo(f"stopped: none of the {len(steps) - len(report.steps)} remaining runs was started; fix the cause "
+             "below and rerun (`wse materialize --stale` runs what is missing)")
     return report
 
 
@@ -528,9 +566,8 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
             del instance.create_run_for_job  # back to the class's method
 
 
+
 def _first_error(result) -> str:
-    for ev in result.all_events:
-        if ev.is_failure and ev.step_failure_data and ev.step_failure_data.error:
-            err = ev.step_failure_data.error
-            return f"{ev.step_key}: {err.message.strip()}"
-    return "see the run log in the Dagster UI"
+    """`step: cause` of a failed run's first failed step (kept for callers of the old name)."""
+    from wse_platform.run_guard import first_failure
+    return first_failure(result)

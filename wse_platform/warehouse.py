@@ -34,7 +34,8 @@ from filelock import FileLock, Timeout
 
 from wse_platform import readlock
 from wse_platform.config import REPO_ROOT
-from wse_platform.errors import ActionableError
+from wse_platform.diskcheck import diagnose
+from wse_platform.errors import InfrastructureError
 
 SQL_DIR = REPO_ROOT / "sql"
 _LOCK_ERRORS = ("Could not set lock", "lock on file", "Conflicting lock", "database is locked")
@@ -52,7 +53,7 @@ def _say(msg: str) -> None:
     log.info(msg)
 
 
-class WarehouseError(ActionableError):
+class WarehouseError(InfrastructureError):
     """A warehouse problem; the message names the file (and, where there is one, the fix)."""
 
 
@@ -157,6 +158,13 @@ class Warehouse:
         return holder
 
     def _acquire(self, lock: FileLock) -> None:
+        try:
+            self._acquire_waiting(lock)
+        except OSError as err:  # the lock file cannot be created: a full or read-only disk or folder
+            raise WarehouseError(self._disk_problem(err) or f"cannot create the lock file {self.path}.lock: "
+                                 f"{err}\n  fix: make {self.path.parent} writable") from err
+
+    def _acquire_waiting(self, lock: FileLock) -> None:
         start = time.monotonic()
         try:
             lock.acquire(timeout=min(NOTICE_AFTER_S, self.lock_timeout))
@@ -178,6 +186,8 @@ class Warehouse:
                 continue
 
     def _open(self, read_only: bool, config: dict[str, Any] | None = None) -> duckdb.DuckDBPyConnection:
+        if self._drop_empty_file():
+            read_only = False  # the file is created anew
         delay = 0.05
         start = time.monotonic()
         next_notice = start + NOTICE_AFTER_S
@@ -200,9 +210,28 @@ class Warehouse:
                 time.sleep(delay + random.random() * delay)
                 delay = min(delay * 2, 2.0)
 
+    def _disk_problem(self, err: BaseException | None) -> str | None:
+        """A full or read-only disk, folder or file named as such (never as a corrupt file)."""
+        return diagnose(self.path, err, "the warehouse", "warehouse_path (or WSE_WAREHOUSE)")
+
+    def _drop_empty_file(self) -> bool:
+        """A 0-byte warehouse file holds no table (DuckDB writes its header first): it is what a
+        write that failed at once (a full disk) leaves behind, and would block every later command.
+        Removed, so it is created anew; the caller holds the lock."""
+        with contextlib.suppress(OSError):
+            if self.path.stat().st_size == 0 and not Path(str(self.path) + ".wal").exists():
+                self.path.unlink()
+                _say(f"warehouse {self.path} was an empty (0-byte) file, left by a write that failed (e.g. a "
+                     "full disk); removed it, it is created anew")
+                return True
+        return False
+
     def _open_failure(self, err: duckdb.Error) -> str:
         """The message for a warehouse file DuckDB cannot open: the file, what it means, the fix."""
         text = str(err)
+        disk = self._disk_problem(err)
+        if disk:
+            return disk
         if "Permission denied" in text:
             return f"cannot open warehouse {self.path}: {text}\n  fix: make the file and its folder writable"
         if any(s in text for s in _CORRUPT_ERRORS) or self.path.exists():
@@ -216,13 +245,20 @@ class Warehouse:
 
     def check_readable(self) -> None:
         """Raise WarehouseError (file, cause, fix) if the warehouse file exists but cannot be read."""
-        if not self.path.exists():
+        if not self.path.exists() or self.is_empty_file():
             return
         try:
             with self.connect(read_only=True) as con:
                 con.execute("SELECT count(*) FROM information_schema.tables").fetchall()
         except duckdb.Error as err:  # opened, but the catalog cannot be read
             raise WarehouseError(self._open_failure(err)) from err
+
+    def is_empty_file(self) -> bool:
+        """A 0-byte file: no table in it (see `_drop_empty_file`), treated like an absent file."""
+        try:
+            return self.path.stat().st_size == 0
+        except OSError:
+            return False
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -252,7 +288,7 @@ class Warehouse:
                 try:
                     con.execute(f.read_text(encoding="utf-8"))
                 except duckdb.Error as err:
-                    raise WarehouseError(f"DDL file {f.name} failed: {err}") from err
+                    raise WarehouseError(self._disk_problem(err) or f"DDL file {f.name} failed: {err}") from err
         self._schema_ready, self._schema_file = True, self._file_id()
 
     def _file_id(self) -> tuple[int, int] | None:
@@ -284,7 +320,8 @@ class Warehouse:
                     con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM _wse_rows')
                     con.unregister("_wse_rows")
         except Exception as err:
-            raise WarehouseError(f"writing {table} partition {dict(key)} failed: {err}") from err
+            raise WarehouseError(self._disk_problem(err)
+                                 or f"writing {table} partition {dict(key)} failed: {err}") from err
         return df.height
 
     def replace_table(self, table: str, df: pl.DataFrame) -> int:
@@ -306,7 +343,7 @@ class Warehouse:
                 after = con.execute(f'SELECT count(*) FROM "{table}"').fetchall()[0][0]
                 con.unregister("_wse_rows")
         except Exception as err:
-            raise WarehouseError(f"appending to {table} failed: {err}") from err
+            raise WarehouseError(self._disk_problem(err) or f"appending to {table} failed: {err}") from err
         return after - before
 
     def execute(self, sql: str, params: list[Any] | None = None) -> None:

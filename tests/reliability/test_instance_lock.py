@@ -78,7 +78,8 @@ def test_broken_instance_is_reported_with_the_fix(tmp_path, monkeypatch):
     with pytest.raises(InstanceBroken) as err:
         get_instance(load_settings(write_config(tmp_path)))
     msg = str(err.value)
-    assert str(home) in msg and f"mv {home} {home}.broken" in msg and "not affected" in msg
+    # only the damaged file is moved aside (issue 23, item 6), not the whole home
+    assert f"mv {home}/history/runs.db {home}/history/runs.db.broken" in msg and "not affected" in msg
 
 
 def test_cli_reports_a_broken_instance_without_a_traceback(tmp_path):

@@ -8,7 +8,9 @@ nothing that was committed, a power cut at most the last few answers.
 
 A file that is not a readable SQLite database (truncated, overwritten by text) raises
 `CacheCorrupted` naming the file and the fix (move it aside; `wse doctor --move-broken-cache`
-does it), never a bare sqlite error deep inside a run.
+does it), never a bare sqlite error deep inside a run. A full or read-only disk (or folder, or
+file) raises `CacheUnusable` naming that cause instead (`wse_platform.diskcheck`): the file is
+healthy, and moving it aside would throw the cached answers away.
 """
 from __future__ import annotations
 
@@ -27,12 +29,29 @@ _CHUNK = 500  # keys per SELECT ... IN (...)
 
 
 def corrupted(path: Path, err: Exception) -> CacheCorrupted:
-    """The error for an unreadable cache file: what is wrong, and how to continue."""
+    """The error for a cache that cannot be used: a full or read-only disk is named as such
+    (`CacheUnusable`: the file is healthy, moving it aside would throw the answers away); else a
+    file that is not a readable SQLite database, and how to continue."""
+    from wse_platform.diskcheck import diagnose
+    problem = diagnose(path, err, "the LLM response cache", "cache_dir (or WSE_CACHE_DIR)")
+    if problem is None and not path.exists():
+        problem = (f"the LLM response cache {path} cannot be created ({type(err).__name__}: {err}).\n"
+                   f"  fix: check that {path.parent} is a writable folder, or set cache_dir (or WSE_CACHE_DIR) "
+                   "to one, then rerun")
+    if problem is not None:
+        return CacheUnusable(problem)
     return CacheCorrupted(
         f"the LLM response cache {path} is not a readable SQLite database ({type(err).__name__}: {err}). "
         "It was probably truncated or overwritten. The cache only saves repeated calls, so it is safe to "
         f"move it aside and continue without it: `wse doctor --move-broken-cache` (or `mv {path} "
         f"{path}.broken`), then rerun; answers not found are requested again.")
+
+
+from wse_platform.llm.errors import LLMInfrastructureError  # noqa: E402 (kept apart from the imports above)
+
+
+class CacheUnusable(LLMInfrastructureError):
+    """The cache cannot be written or created because of its disk (full, read-only): the file is intact."""
 
 
 def content_key(*parts: Any) -> str:
