@@ -322,6 +322,8 @@ class NCPConfig(_Strict):
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.6, top_p=0.95, max_tokens=8092))
     extraction_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=1024))
     ablation: NCPAblationConfig | None = None
+    # a local checkout of NLP2CT/NCP-Bench whose prompt files are sent instead of ours (ncp/reference.py)
+    reference: str | None = None
 
     @field_validator("architectures")
     @classmethod

@@ -84,6 +84,7 @@ class EpisodeSetup:
     sampling: Sampling = field(default_factory=Sampling)
     prompts_dir: str | None = None
     generation_version: str = LOOP_VERSION
+    reference: str | None = None  # ncp.reference: a checkout of NLP2CT/NCP-Bench whose prompts are sent
 
     @classmethod
     def from_settings(cls, settings: Any, narrator_model: str, arch: str,
@@ -94,9 +95,15 @@ class EpisodeSetup:
                                   ("ncp.t_max", ncp.t_max)) if v is None]
         if missing:
             raise ValueError(f"NCP episodes need {', '.join(missing)} in the configuration")
+        aud = AuditorSetup.from_judge(auditor)
+        ref = getattr(ncp, "reference", None)
+        if ref:  # the checkout's prompt version is part of the auditor's identity
+            from wse_platform.ncp.reference import load
+            aud = AuditorSetup(aud.model, load(ref).version, aud.count)
         return cls(narrator_model=narrator_model, arch=Architecture.parse(arch), player_model=ncp.player_model,
-                   auditor=AuditorSetup.from_judge(auditor), t_max=int(ncp.t_max), sampling=ncp.sampling,
-                   prompts_dir=settings.prompts_dir, generation_version=generation_version or LOOP_VERSION)
+                   auditor=aud, t_max=int(ncp.t_max), sampling=ncp.sampling,
+                   prompts_dir=settings.prompts_dir, generation_version=generation_version or LOOP_VERSION,
+                   reference=ref)
 
 
 # ---- per-episode state -----------------------------------------------------------------------
