@@ -324,6 +324,8 @@ class NCPConfig(_Strict):
     ablation: NCPAblationConfig | None = None
     # a local checkout of NLP2CT/NCP-Bench whose prompt files are sent instead of ours (ncp/reference.py)
     reference: str | None = None
+    # what the narrators see of the trajectory: the current node (as the reference) or the full R (App. C.3)
+    narrator_trajectory: Literal["current_node", "full"] = "current_node"
 
     @field_validator("architectures")
     @classmethod

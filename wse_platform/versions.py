@@ -177,7 +177,9 @@ def ncp_cell_version(settings: Settings, model: str, arch: str) -> str:
                        # the in-loop auditor decides when an episode ends, so it shapes the transcript
                        ncp_auditor_version(settings),
                        {f: file_hash(f) for f in GENERATION_CODE["ncp"]},
-                       *([ncp_reference_version(settings)] if settings.ncp.reference else []))
+                       *([ncp_reference_version(settings)] if settings.ncp.reference else []),
+                       *([settings.ncp.narrator_trajectory] if settings.ncp.narrator_trajectory != "current_node"
+                         else []))
 
 
 def ncp_reference_version(settings: Settings) -> str | None:

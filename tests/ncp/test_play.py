@@ -36,7 +36,7 @@ def test_human_narrator_plays_is_written_and_resumes_after_interrupt(settings, t
     assert first.result is None and first.human_answers == 2  # input ran out at turn 2: like Ctrl-C
     shown = out1.getvalue()
     assert f"===== {ROLE_OPENING} =====" in shown and f"===== {ROLE_NARRATOR} =====" in shown
-    assert "Lane opens the vault with the key." in shown  # the human narrator sees the trajectory
+    assert "Lane searches the manor hall." in shown  # the human narrator sees what a model narrator sees
     assert "I try move number 1." in shown and "run the same command again to resume" in shown
     assert wh.query("SELECT count(*) AS n FROM ncp_episodes")["n"][0] == 0
 

@@ -85,6 +85,7 @@ class EpisodeSetup:
     prompts_dir: str | None = None
     generation_version: str = LOOP_VERSION
     reference: str | None = None  # ncp.reference: a checkout of NLP2CT/NCP-Bench whose prompts are sent
+    narrator_trajectory: str = "current_node"  # ncp.narrator_trajectory: "full" also shows the whole R
 
     @classmethod
     def from_settings(cls, settings: Any, narrator_model: str, arch: str,
@@ -103,7 +104,7 @@ class EpisodeSetup:
         return cls(narrator_model=narrator_model, arch=Architecture.parse(arch), player_model=ncp.player_model,
                    auditor=aud, t_max=int(ncp.t_max), sampling=ncp.sampling,
                    prompts_dir=settings.prompts_dir, generation_version=generation_version or LOOP_VERSION,
-                   reference=ref)
+                   reference=ref, narrator_trajectory=getattr(ncp, "narrator_trajectory", "current_node"))
 
 
 # ---- per-episode state -----------------------------------------------------------------------

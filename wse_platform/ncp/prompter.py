@@ -4,13 +4,13 @@
 |---|---|
 | opening | player role, current node, commitments, pre-turn facts |
 | player | player role, interaction history (visible transcript only) |
-| narrator | player role, current node, full trajectory R, commitments with conditions, pre-turn facts, pending fact updates, system response history, player input |
+| narrator | player role, current node (the full trajectory R only with `ncp.narrator_trajectory: full`), commitments with conditions, pre-turn facts, pending fact updates, system response history, player input |
 | HiAgent narrator | the narrator's inputs, with its working memory in place of the history |
 | fact update | player role, pre-turn facts, the narration |
 | conflict check | player role, system response history, player input, narration, candidate fact updates, trajectory progress (full R), current node, pre-turn facts, commitments with conditions |
 | double-check | the conflict check's inputs plus the initial report |
-| node update | player role, facts after the turn, interaction history through this turn, current node |
-| commitment status | player role, facts after the turn, interaction history, trajectory progress, all commitments |
+| node update | player role, facts after the turn, interaction history through this turn, current node's trigger and key delta (no description) |
+| commitment status | player role, facts after the turn, interaction history, trajectory progress, all commitments with satisfaction conditions (no violation conditions) |
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class Prompter:
 
     def _narrator_values(self, run: "EpisodeRun", player_input: str) -> dict[str, Any]:
         return dict(player_role=run.spec.meta.player_role, current_node=render.current_node(run.spec, run.node_idx),
-                    trajectory=render.trajectory(run.spec, run.node_idx),
+                    trajectory=render.narrator_trajectory(run.spec, run.node_idx, self.setup.narrator_trajectory),
                     commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger),
                     pending_updates=render.fact_diff(run.pending, run.ledger), player_input=player_input)
 
@@ -200,7 +200,7 @@ class Prompter:
                                  current_node=rf.checker_node(run.spec, run.node_idx))
         return self._aud(ROLE_NODE_UPDATE, NodeAssessment, run, turn, player_role=run.spec.meta.player_role,
                          facts=render.facts(run.ledger), history=render.interaction_history(run.history),
-                         current_node=render.current_node(run.spec, run.node_idx))
+                         current_node=render.node_trigger_delta(run.spec, run.node_idx))
 
     def commitment_status(self, run: "EpisodeRun", turn: int) -> LLMRequest:
         ids = tuple(c.id for c in run.spec.commitments)
@@ -215,7 +215,7 @@ class Prompter:
                          player_role=run.spec.meta.player_role, facts=render.facts(run.ledger),
                          history=render.interaction_history(run.history),
                          trajectory=render.trajectory(run.spec, run.node_idx, detail=False),
-                         commitments=render.commitments(run.spec, run.statuses))
+                         commitments=render.commitments(run.spec, run.statuses, violation=False))
 
 
 def target_text(run: "EpisodeRun", facts: FactLedger, target_id: str, player_input: str) -> str | None:
