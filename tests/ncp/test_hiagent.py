@@ -71,12 +71,24 @@ def test_subgoals_summaries_and_retrieval(settings):
     assert result.turn_rows()[3]["narrator_text"] == T3
 
 
-def test_retrieving_an_unknown_subgoal_is_an_invalid_output(settings):
-    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7])])
-    result, _ = run(settings, script)
+def test_an_unknown_retrieve_id_is_ignored_and_only_endless_retrieving_leaves_no_result(settings):
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7]), hi(text=T2)])
+    result, _ = run(settings, script, t_max=2)
     (ep,) = result.episode_rows()
-    assert ep["termination"] == "INVALID" and ep["invalid_role"] == ROLE_HIAGENT and ep["turns"] == 1
-    assert "no finished subgoal [7]" in ep["invalid_message"]
+    assert ep["termination"] == "SURVIVAL" and result.turn_rows()[2]["narrator_text"] == T2
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7])])
+    result, backend = run(settings, script, t_max=2)
+    assert result.episode_rows() == []
+    (f,) = result.failed_rows()
+    assert (f["role"], f["error_kind"], f["turn"]) == (ROLE_HIAGENT, "invalid_retrieve", 2)
+    assert len(backend.of(ROLE_HIAGENT)) == 1 + 5  # turn 1, then 1 + depth 4 at turn 2
+
+
+def test_a_subgoal_summary_is_cut_to_220_characters_as_the_reference_summarizer_does():
+    from wse_platform.ncp.memory import cap_summary
+    long = "word " * 100
+    assert len(cap_summary(long)) == 220 and cap_summary(long).endswith("...")
+    assert cap_summary("  a   short\nline ") == "a short line"
 
 
 def test_a_step_needs_exactly_one_action():
@@ -103,3 +115,9 @@ def test_memory_rendering_keeps_the_opening_and_numbers_subgoals():
     assert "You see a door." not in text and "Current subgoal 2: B" in text
     assert mem.retrieve([1, 2]) == [2]  # the current subgoal is not a summarised one
     assert "You see a door." in mem.render()
+
+
+def test_hiagent_with_the_natural_player_is_an_accepted_architecture():
+    from wse_platform.config import settings_from_dict
+    s = settings_from_dict({"ncp": {"architectures": ["memory+natural"]}})
+    assert s.ncp.architectures == ["memory+natural"]

@@ -62,11 +62,12 @@ def test_survival_at_20_is_zero_not_null_when_every_episode_ended_before():
     df = episodes([("m", "a", f"s{i}", "A", d, "CONFLICT", ["fact"], 0.0, 0.0) for i, d in enumerate([2, 5, 9])])
     (row,) = summary_table(df).iter_rows(named=True)
     assert row["n_active_at_20"] == 0 and row["share_active_at_20"] == 0.0
-    assert row["survival_at_20"] == 0.0  # the KM curve reached 0: estimable, and 0
+    assert row["survival_at_20"] == 0.0 and row["km_survival_at_20"] == 0.0  # KM reached 0: estimable, and 0
     censored = episodes([("m", "a", "s0", "A", 3, "SURVIVAL", [], 0.0, 0.0),
                          ("m", "a", "s1", "A", 2, "CONFLICT", ["fact"], 0.0, 0.0)])
     (row,) = summary_table(censored).iter_rows(named=True)
-    assert row["share_active_at_20"] == 0.0 and row["survival_at_20"] is None  # KM not estimable past turn 3
+    assert row["share_active_at_20"] == 0.0 and row["km_survival_at_20"] is None  # KM not estimable past turn 3
+    assert row["survival_at_20"] == 0.0  # the headline (reference): no episode has 20 turns
 
 
 def test_summary_table_hand_computed():
@@ -86,11 +87,12 @@ def test_summary_table_hand_computed():
     assert b["trajectory_pct"] == pytest.approx(43.75) and b["satisfied_pct"] == pytest.approx(50.0)
     assert (b["pct_fact_conflict"], b["pct_commitment_conflict"], b["pct_player_input_conflict"]) == (25.0, 25.0, 25.0)
     assert (b["pct_conflict"], b["pct_survival"], b["pct_invalid"]) == (50.0, 25.0, 25.0)
-    assert b["survival_at_20"] is None  # nobody observed through turn 20
+    assert b["km_survival_at_20"] is None and b["survival_at_20"] == 0.0  # nobody observed through turn 20
     assert (b["n_active_at_20"], b["share_active_at_20"]) == (0, 0.0)
     assert (b["n_conflict"], b["n_survival"], b["n_success"]) == (2, 1, 0)
     m = out["memory+adversarial"]
-    assert m["survival_at_20"] == pytest.approx(0.75 * (2 / 3))  # events at 5 (4 at risk) and 20 (3 at risk)
+    assert m["km_survival_at_20"] == pytest.approx(0.75 * (2 / 3))  # events at 5 (4 at risk) and 20 (3 at risk)
+    assert m["survival_at_20"] == 0.75  # headline: 3 of 4 episodes have turn count >= 20 (SUCCESS at 5 left)
     assert (m["n_active_at_20"], m["share_active_at_20"]) == (3, 0.75)  # 20, 25, 30 played turn 20
     assert m["pct_success"] == 25.0 and m["n_success"] == 1
 
@@ -100,8 +102,10 @@ def test_survival_table_per_cell_and_turn():
                    enumerate([(1, "CONFLICT"), (2, "CONFLICT"), (2, "SUCCESS"), (3, "CONFLICT"), (4, "SURVIVAL")])])
     st = survival_table(df, t_max=4)
     assert st["turn"].to_list() == [0, 1, 2, 3, 4]
-    assert st["survival"].to_list() == pytest.approx([1.0, 0.8, 0.6, 0.3, 0.3])
-    assert st["raw_share_active"].to_list() == pytest.approx([1.0, 1.0, 0.8, 0.4, 0.2])
+    assert st["km_survival"].to_list() == pytest.approx([1.0, 0.8, 0.6, 0.3, 0.3])
+    # the headline, as the reference's metrics.survival_curve: share with turn count >= t
+    assert st["survival"].to_list() == pytest.approx([1.0, 1.0, 0.8, 0.4, 0.2])
+    assert st["raw_share_active"].to_list() == st["survival"].to_list()
     assert st["n_active"].to_list() == [5, 5, 4, 2, 1]
     assert st["at_risk"].to_list() == [5, 5, 4, 2, 1]
 

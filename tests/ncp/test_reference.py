@@ -157,7 +157,7 @@ def test_a_confirmed_review_ends_the_episode_and_a_string_count_is_invalid_as_in
     bad = json.dumps({"fact_conflict_count": "0", "commitment_conflict_count": 0, "player_input_conflict_count": 0,
                       "total_conflict_count": 0, "conflicts": []})
     result, _ = run(settings, checkout, ncp__conflict_check=[bad])
-    assert result.episode_rows()[0]["invalid_role"] == ROLE_CONFLICT_CHECK
+    assert result.episode_rows() == [] and result.failed_rows()[0]["role"] == ROLE_CONFLICT_CHECK
 
 
 def test_the_checkout_version_is_its_git_head_else_a_hash_of_its_files_and_is_part_of_the_identities(tmp_path,

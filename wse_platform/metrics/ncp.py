@@ -1,10 +1,16 @@
-"""NCP-Bench metrics: Table 1 summary, Kaplan–Meier survival, auditor sensitivity, genre table.
+"""NCP-Bench metrics: Table 1 summary, survival, auditor sensitivity, genre table.
 
 Input frames have the `ncp_episodes` columns (one row per episode: model, arch, spec_id,
 auditor_id, turns, termination, conflict_kinds, trajectory_progress,
-commitments_satisfied_share). Survival: an episode "dies" at the turn of a confirmed
-CONFLICT; SUCCESS, SURVIVAL, INVALID (and CENSORED re-audits) are right-censored at
-their last completed turn. KM estimates come from lifelines.
+commitments_satisfied_share). `turns` is the reference's turn count: the turns played,
+the conflict turn included (the opening is not a turn).
+
+Headline survival is the reference's (`metrics.py` of NLP2CT/NCP-Bench): survival at t = share of
+the episodes whose turn count is >= t, so an episode that ends by SUCCESS leaves the curve as one
+that ends by CONFLICT does (`survival`, `survival_at_20`; Figure 4 and model_scorecard use it).
+Kaplan–Meier (lifelines; CONFLICT the event, the other endings right-censored at their last turn)
+is kept as a secondary, clearly named estimate (`km_survival`, `ci_lower`/`ci_upper`,
+`km_survival_at_20`). Episodes without a result (ncp_failed_episodes) are in no denominator.
 """
 from __future__ import annotations
 
@@ -67,8 +73,13 @@ def raw_share_active(turns: Sequence[int], t: int) -> float:
     return n_active(turns, t) / len(turns) if len(turns) else float("nan")
 
 
+def share_surviving_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | None:
+    """The headline (the reference's survival at t): share of episodes with turn count >= t; None without episodes."""
+    return None if episodes.is_empty() else raw_share_active(episodes["turns"].to_list(), t)
+
+
 def survival_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | None:
-    """KM S(t); None when it is not estimable: no episode observed through turn t and the curve
+    """Secondary: KM S(t); None when it is not estimable: no episode observed through turn t and the curve
     has not already reached 0 (e.g. demo runs censored at T_max < t)."""
     if episodes.is_empty():
         return None
@@ -79,7 +90,8 @@ def survival_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | No
 
 
 def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataFrame:
-    """One row per cell × auditor × turn 0..t_max: KM survival, CI, at-risk, raw share active."""
+    """One row per cell × auditor × turn 0..t_max: the headline survival (share with turn count >= t,
+    also `raw_share_active`), and the Kaplan–Meier estimate with its CI and at-risk count."""
     rows = []
     for key, g in _groups(episodes):
         horizon = t_max if t_max is not None else int(g["turns"].max())
@@ -87,11 +99,12 @@ def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataF
         km = kaplan_meier(g["turns"].to_list(), (g["termination"] == "CONFLICT").to_list(), times)
         turns = g["turns"].to_list()
         for k in km:
-            rows.append({**key, **k, "n_active": n_active(turns, k["turn"]),
-                         "raw_share_active": raw_share_active(turns, k["turn"]), "n_episodes": g.height})
+            share = raw_share_active(turns, k["turn"])
+            rows.append({**key, **k, "survival": share, "km_survival": k["survival"],
+                         "n_active": n_active(turns, k["turn"]), "raw_share_active": share, "n_episodes": g.height})
     schema = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, "turn": pl.Int64, "survival": pl.Float64,
               "ci_lower": pl.Float64, "ci_upper": pl.Float64, "at_risk": pl.Int64, "n_active": pl.Int64,
-              "raw_share_active": pl.Float64, "n_episodes": pl.Int64}
+              "raw_share_active": pl.Float64, "n_episodes": pl.Int64, "km_survival": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -126,7 +139,8 @@ def cell_metrics(g: pl.DataFrame) -> dict[str, Any]:
     for t in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID", "CENSORED"):
         out[f"pct_{t.lower()}"] = 100.0 * term.count(t) / n
         out[f"n_{t.lower()}"] = term.count(t)
-    out["survival_at_20"] = survival_at(g, SURVIVAL_HORIZON)
+    out["survival_at_20"] = share_surviving_at(g, SURVIVAL_HORIZON)
+    out["km_survival_at_20"] = survival_at(g, SURVIVAL_HORIZON)
     out["n_active_at_20"] = n_active(g["turns"].to_list(), SURVIVAL_HORIZON)
     out["share_active_at_20"] = raw_share_active(g["turns"].to_list(), SURVIVAL_HORIZON)
     out.update(_word_stats(g))
@@ -164,7 +178,7 @@ _METRIC_SCHEMA = {"n_episodes": pl.Int64, "avg_turns": pl.Float64, "trajectory_p
                   "n_censored": pl.Int64, "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64,
                   "share_active_at_20": pl.Float64, "narrator_words_mean": pl.Float64,
                   "narrator_over_limit_pct": pl.Float64, "player_words_mean": pl.Float64,
-                  "player_over_limit_pct": pl.Float64}
+                  "player_over_limit_pct": pl.Float64, "km_survival_at_20": pl.Float64}
 _SUMMARY_SCHEMA = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA}
 
 
@@ -220,7 +234,8 @@ ABLATION_SCHEMA = {"auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "n_
                    "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
                    "pct_player_input_conflict": pl.Float64, "n_succ": pl.Int64, "n_success": pl.Int64,
                    "n_survival": pl.Int64, "n_conflict": pl.Int64, "n_invalid": pl.Int64,
-                   "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64, "share_active_at_20": pl.Float64}
+                   "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64, "share_active_at_20": pl.Float64,
+                   "km_survival_at_20": pl.Float64}
 
 
 def auditor_ablation_table(episodes: pl.DataFrame) -> pl.DataFrame:

@@ -5,8 +5,11 @@ facts it establishes are extracted by the auditor and applied together with turn
 turn-1 audit sees them as pre-turn facts. Then for t = 1..T_max: player input (sees only the
 visible transcript; plain text) → narrator response → the audit of `audit.py` (fact update →
 conflict check given ΔF_t → [double-check] → node update → commitment status) → SUCCESS when
-every achievement commitment is satisfied; SURVIVAL at T_max; an output still invalid after
-the client's retries ends the run as INVALID (the role is recorded; never a conflict).
+every achievement commitment is satisfied; SURVIVAL at T_max. A call that still fails after the
+client's retries (transport error or invalid output) leaves the episode with no result, as in
+the reference (whose runner stops without writing the episode's result file): it is not an
+episode row (never in a denominator), it is listed in `ncp_failed_episodes` with the role and
+the reason, and the next run of the cell plays it again.
 
 All episodes of a cell run in lockstep: each stage of a turn is one `complete_many` batch over
 every still-active episode. The `memory` narrator is HiAgent (`memory.py`).
@@ -21,7 +24,7 @@ from typing import Any, Literal
 from wse_platform.llm.types import LLMResult, Sampling
 from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
 from wse_platform.ncp.ledger import FactLedger
-from wse_platform.ncp.memory import MAX_RETRIEVE_DEPTH, HiAgentMemory
+from wse_platform.ncp.memory import MAX_RETRIEVE_DEPTH, HiAgentMemory, cap_summary
 from wse_platform.ncp.prompter import (AUDITOR_ROLES, ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK,  # noqa: F401
                                        ROLE_CONFLICT_CONFIRM, ROLE_DOUBLE_CHECK, ROLE_FACT_UPDATE, ROLE_HIAGENT,
                                        ROLE_MEMORY, ROLE_NARRATOR, ROLE_NODE_UPDATE, ROLE_OPENING, ROLE_PLAYER,
@@ -34,7 +37,7 @@ from wse_platform.ncp.spec import NarrativeSpec, TrajectoryNode
 LOOP_VERSION = "ncp-loop-2"
 AUDITOR_ID_ROLE = "ncp.auditor"  # JudgeConfig.judge_id(role) of an auditor configuration
 
-Termination = Literal["CONFLICT", "SUCCESS", "SURVIVAL", "INVALID", "CENSORED"]
+Termination = Literal["CONFLICT", "SUCCESS", "SURVIVAL", "FAILED", "CENSORED"]  # FAILED: no result
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -129,6 +132,8 @@ class EpisodeRun:
     conflict_kinds: list[str] = field(default_factory=list)
     invalid_role: str | None = None
     invalid_message: str | None = None
+    failed_turn: int | None = None
+    failed_kind: str | None = None
 
     @classmethod
     def start(cls, spec: NarrativeSpec, model: str, arch: str, auditor_id: str,
@@ -153,22 +158,35 @@ class EpisodeRun:
         self.termination = termination
         self.last_turn = turn
 
+    @property
+    def failed(self) -> bool:
+        return self.termination == "FAILED"
+
     def fail(self, result: LLMResult, turn: int, row: dict[str, Any] | None,
              last_completed: int | None = None) -> None:
-        """INVALID: a call stayed invalid after retries."""
+        """No result: a call still failed after the client's retries."""
         assert result.failure is not None
         self.fail_with(result.failure.role, f"{result.failure.error_kind}: {result.failure.message}", turn, row,
-                       last_completed)
+                       last_completed, kind=result.failure.error_kind)
 
     def fail_with(self, role: str, message: str, turn: int, row: dict[str, Any] | None,
-                  last_completed: int | None = None) -> None:
-        """INVALID, censored at the last completed turn (turn - 1 unless said otherwise)."""
+                  last_completed: int | None = None, kind: str = "invalid_output") -> None:
+        """No result for this episode (FAILED): the role, the turn and the reason are kept for
+        `ncp_failed_episodes`; the episode is played again by the next run."""
         self.invalid_role = role
         self.invalid_message = message
+        self.failed_turn = turn
+        self.failed_kind = kind
         if row is not None:
-            row["outcome"] = "INVALID"
+            row["outcome"] = "FAILED"
             row["invalid_role"] = role
-        self.end("INVALID", last_completed if last_completed is not None else max(turn - 1, 0))
+        self.end("FAILED", last_completed if last_completed is not None else max(turn - 1, 0))
+
+    def failure_row(self, generation_version: str) -> dict[str, Any]:
+        return {"model": self.model, "arch": self.arch, "spec_id": self.spec.spec_id,
+                "eval_order": self.spec.eval_order, "auditor_id": self.auditor_id, "turn": self.failed_turn,
+                "role": self.invalid_role, "error_kind": self.failed_kind, "message": self.invalid_message,
+                "generation_version": generation_version}
 
     def word_stats(self) -> dict[str, Any]:
         narr = [r["narrator_words"] for r in self.turn_rows if r.get("narrator_text")]
@@ -220,10 +238,15 @@ class EpisodeBatchResult:
     generation_version: str
 
     def episode_rows(self) -> list[dict[str, Any]]:
-        return [r.episode_row(self.generation_version) for r in self.runs]
+        """Episodes with a result (a FAILED episode has none and is in no denominator)."""
+        return [r.episode_row(self.generation_version) for r in self.runs if not r.failed]
 
     def turn_rows(self) -> list[dict[str, Any]]:
-        return [row for r in self.runs for row in r.turn_rows]
+        return [row for r in self.runs if not r.failed for row in r.turn_rows]
+
+    def failed_rows(self) -> list[dict[str, Any]]:
+        """`ncp_failed_episodes`: one row per episode without a result, with the failing role and reason."""
+        return [r.failure_row(self.generation_version) for r in self.runs if r.failed]
 
 
 ProgressFn = Callable[[int, int], None]
@@ -325,13 +348,14 @@ def narrate(client: Any, prompter: Prompter, runs: list[EpisodeRun], turn: int, 
             if step.subgoal is not None:
                 r.memory.propose(step.subgoal, turn)
             if step.text is not None:
+                r.memory.ignored = []
                 out[id(r)] = step.text.strip()
                 set_text(row, "narrator_text", out[id(r)])
-            else:
-                unknown = r.memory.retrieve(step.retrieve)
-                if unknown or depth == MAX_RETRIEVE_DEPTH:
-                    why = f"no finished subgoal {unknown}" if unknown else "retrieve depth exceeded"
-                    r.fail_with(ROLE_HIAGENT, f"invalid_retrieve: {why}", turn, row)
+            else:  # an id that names no finished subgoal is ignored (as the reference method does)
+                r.memory.retrieve(step.retrieve)
+                if depth == MAX_RETRIEVE_DEPTH:
+                    r.fail_with(ROLE_HIAGENT, "invalid_retrieve: retrieve depth exceeded", turn, row,
+                                kind="invalid_retrieve")
                 else:
                     again.append(r)
             row["memory_json"] = dump({"steps": steps[id(r)], **r.memory.as_dict()})
@@ -352,7 +376,7 @@ def summarise_subgoals(client: Any, prompter: Prompter, survivors: list[PendingT
         if not r.ok:
             p.run.fail(r, p.turn, p.row, last_completed=p.turn)
             continue
-        s.summary = r.output.summary
+        s.summary = cap_summary(r.output.summary)
         before = json.loads(p.row["memory_json"]) if p.row["memory_json"] else {}
         done = before.get("summarised", []) + [s.number]
         p.row["memory_json"] = dump({**before, "summarised": done, **p.run.memory.as_dict()})
@@ -378,6 +402,14 @@ def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
             "outcome": pl.Utf8, "invalid_role": pl.Utf8, "player_words": pl.Int64, "narrator_words": pl.Int64,
             "llm_call_ids": pl.List(pl.Utf8)}
     return episode, turn
+
+
+def failed_frame(rows: list[dict[str, Any]]):
+    """`ncp_failed_episodes` rows as a typed polars frame (also when empty)."""
+    import polars as pl
+    return pl.DataFrame(rows, schema={"model": pl.Utf8, "arch": pl.Utf8, "spec_id": pl.Utf8, "eval_order": pl.Int64,
+                                      "auditor_id": pl.Utf8, "turn": pl.Int64, "role": pl.Utf8,
+                                      "error_kind": pl.Utf8, "message": pl.Utf8, "generation_version": pl.Utf8})
 
 
 def episode_frame(rows: list[dict[str, Any]]):

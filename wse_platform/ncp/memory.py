@@ -17,7 +17,14 @@ from typing import Any
 
 from wse_platform.ncp.render import Exchange, interaction_history
 
-MAX_RETRIEVE_DEPTH = 2  # re-asks per turn after `retrieve` (the reference: a bounded recursion)
+MAX_RETRIEVE_DEPTH = 4  # re-asks per turn after `retrieve` (the reference method's max_retrieve_depth)
+SUMMARY_MAX_CHARS = 220  # a subgoal summary is cut to this length (the reference method's summary_max_chars)
+
+
+def cap_summary(text: str) -> str:
+    """One line of at most SUMMARY_MAX_CHARS characters, cut with '...' as the reference summarizer does."""
+    text = " ".join(text.split())
+    return text if len(text) <= SUMMARY_MAX_CHARS else text[:SUMMARY_MAX_CHARS - 3].rstrip() + "..."
 
 
 @dataclass
@@ -38,6 +45,7 @@ class HiAgentMemory:
     before: list[Exchange] = field(default_factory=list)   # opening and turns before the first subgoal
     subgoals: list[Subgoal] = field(default_factory=list)
     retrieved: set[int] = field(default_factory=set)        # expanded for the current subgoal
+    ignored: list[int] = field(default_factory=list)        # this turn's retrieve ids that name no finished subgoal
 
     @property
     def current(self) -> Subgoal | None:
@@ -49,10 +57,12 @@ class HiAgentMemory:
         self.retrieved = set()
 
     def retrieve(self, numbers: list[int]) -> list[int]:
-        """Mark summarised subgoals to show in detail; returns the numbers that do not exist."""
+        """Mark summarised subgoals to show in detail; returns the numbers that do not exist (the loop
+        ignores them, as the reference method does)."""
         finished = {s.number for s in self.subgoals[:-1]}
         unknown = [n for n in numbers if n not in finished]
         self.retrieved |= {n for n in numbers if n in finished}
+        self.ignored += [n for n in unknown if n not in self.ignored]
         return unknown
 
     def record(self, exchange: Exchange) -> None:
@@ -78,6 +88,8 @@ class HiAgentMemory:
             parts.append(f"Current subgoal {cur.number}: {cur.text}\n" + interaction_history(cur.exchanges))
         else:
             parts.append("No subgoal has been set yet.")
+        if self.ignored:  # the re-ask differs from the ask, so a cached answer is not simply replayed
+            parts.append(f"(Retrieve ignored for {self.ignored}: no finished subgoal has that number.)")
         return "\n\n".join(parts)
 
     def as_dict(self) -> dict[str, Any]:

@@ -103,14 +103,17 @@ class Prompter:
                          commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger))
 
     def player(self, run: "EpisodeRun", turn: int) -> LLMRequest:
-        """Only the visible transcript: never facts, commitments or trajectory nodes. Plain text."""
+        """Only the visible transcript: never facts, commitments or trajectory nodes. Plain text; an
+        input cut by the token cap is still the input (the reference checks only that it is non-empty)."""
         role = ROLE_PLAYER.get(self.setup.arch.player, ROLE_PLAYER["adversarial"])  # a human sees the same view
         if self.ref is not None:
             key = REF_PLAYER.get(self.setup.arch.player, REF_PLAYER["adversarial"])
-            return self._ref_req(role, key, self.setup.player_model, None, run, turn,
-                                 player_role=run.spec.meta.player_role, history_text=rf.player_history(run.history))
-        return self._req(role, self.setup.player_model, "v1", None, run, turn,
-                         player_role=run.spec.meta.player_role, history=render.interaction_history(run.history))
+            req = self._ref_req(role, key, self.setup.player_model, None, run, turn,
+                                player_role=run.spec.meta.player_role, history_text=rf.player_history(run.history))
+        else:
+            req = self._req(role, self.setup.player_model, "v1", None, run, turn,
+                            player_role=run.spec.meta.player_role, history=render.interaction_history(run.history))
+        return req.model_copy(update={"allow_truncated": True})
 
     def _narrator_values(self, run: "EpisodeRun", player_input: str) -> dict[str, Any]:
         return dict(player_role=run.spec.meta.player_role, current_node=render.current_node(run.spec, run.node_idx),
