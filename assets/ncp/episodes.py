@@ -72,7 +72,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         specs = run_specs(wh, s.ncp, s.ncp.n_specs)
         setup = EpisodeSetup.from_settings(s, model, arch,
                                            generation_version=versions.ncp_cell_version(s, model, arch))
-        key = {"model": model, "arch": arch}
+        # the in-loop auditor is part of the cell's key: another auditor adds rows next to these, never over them
+        key = {"model": model, "arch": arch, "auditor_id": setup.auditor.auditor_id}
         round_ = retry_round(wh, key)
         with llm.session(context) as client:
             extend_attempts_for_retry(client, round_)  # episodes without a result last time: fresh attempts
@@ -114,8 +115,11 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         s = settings.get()
         model, arch = cell_of(context.partition_key)
         wh = warehouse.get()
+        # the transcripts played with today's in-loop auditor (other auditors' cells are kept beside them)
+        in_loop = EpisodeSetup.from_settings(s, model, arch).auditor.auditor_id if s.ncp.auditor is not None else None
         stored = wh.query("SELECT model, arch, spec_id, turn, player_input, narrator_text FROM ncp_turns "
-                          "WHERE model = ? AND arch = ? ORDER BY spec_id, turn", [model, arch])
+                          "WHERE model = ? AND arch = ? AND (? IS NULL OR auditor_id = ?) ORDER BY spec_id, turn",
+                          [model, arch, in_loop, in_loop])
         transcripts = transcripts_from_rows(stored.iter_rows(named=True))
         specs = {sp.spec_id: sp for sp in specs_from_table(wh)}
         eps_frames, turn_frames, per_auditor = [], [], {}
