@@ -33,7 +33,8 @@ GENERATION_CODE = {
             "wse_platform/wse/schemas.py", "wse_platform/wse/seeds.py", "wse_platform/wse/architecture.py"],
     "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/memory.py", "wse_platform/ncp/ledger.py",
             "wse_platform/ncp/schemas.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
-            "wse_platform/ncp/render.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py"],
+            "wse_platform/ncp/render.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py",
+            "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py"],
     "endings": ["wse_platform/endings/pipelines.py", "wse_platform/endings/forecast.py"],
 }
 JUDGE_CODE = {

@@ -34,7 +34,7 @@ from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.schemas import CONFLICT_KINDS, Conflict, ConflictReport, FactDiff, NodeAssessment
 
 if TYPE_CHECKING:
-    from wse_platform.ncp.episode import EpisodeRun
+    from wse_platform.ncp.state import EpisodeRun
 
 
 def dump(obj: Any) -> str:

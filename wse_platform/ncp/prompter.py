@@ -24,28 +24,18 @@ from wse_platform.ncp import ref_format as rf
 from wse_platform.ncp import reference, render
 from wse_platform.ncp.ledger import FactLedger
 from wse_platform.ncp.render import Exchange
-from wse_platform.ncp.schemas import (ConflictReport, ConflictReview, FactDiff, HiAgentStep, NarratorResponse,
-                                      NodeAssessment, SubgoalSummary, status_update_model)
 from wse_platform.ncp.ref_schemas import (RefConflictReport, RefConflictReview, RefFactUpdate, RefNodeAssessment,
                                           RefText, ref_status_model)
+from wse_platform.ncp.roles import (AUDITOR_ROLES, ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK,  # noqa: F401
+                                    ROLE_CONFLICT_CONFIRM, ROLE_DOUBLE_CHECK, ROLE_FACT_UPDATE, ROLE_HIAGENT,
+                                    ROLE_MEMORY, ROLE_NARRATOR, ROLE_NODE_UPDATE, ROLE_OPENING, ROLE_PLAYER)
+from wse_platform.ncp.schemas import (ConflictReport, ConflictReview, FactDiff, HiAgentStep, NarratorResponse,
+                                      NodeAssessment, SubgoalSummary, status_update_model)
 from wse_platform.prompts import get_prompt
 
 if TYPE_CHECKING:
-    from wse_platform.ncp.episode import EpisodeRun, EpisodeSetup
     from wse_platform.ncp.memory import Subgoal
-
-ROLE_PLAYER = {"adversarial": "ncp.player_adversarial", "natural": "ncp.player_natural"}
-ROLE_OPENING = "ncp.narrator_opening"
-ROLE_NARRATOR = "ncp.narrator"
-ROLE_HIAGENT = "ncp.memory_hiagent"
-ROLE_MEMORY = "ncp.memory_summary"
-ROLE_FACT_UPDATE = "ncp.fact_update"
-ROLE_CONFLICT_CHECK = "ncp.conflict_check"
-ROLE_DOUBLE_CHECK = "ncp.conflict_double_check"
-ROLE_CONFLICT_CONFIRM = ROLE_DOUBLE_CHECK  # older name of the same role
-ROLE_NODE_UPDATE = "ncp.node_update"
-ROLE_COMMITMENT_STATUS = "ncp.commitment_status"
-AUDITOR_ROLES = (ROLE_FACT_UPDATE, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK, ROLE_NODE_UPDATE, ROLE_COMMITMENT_STATUS)
+    from wse_platform.ncp.state import EpisodeRun, EpisodeSetup
 
 
 REF_PLAYER = {"adversarial": "adversarial_input", "natural": "natural_input"}
