@@ -5,3 +5,12 @@ ALTER TABLE ncp_survival ADD COLUMN IF NOT EXISTS km_survival DOUBLE;
 ALTER TABLE ncp_summary ADD COLUMN IF NOT EXISTS km_survival_at_20 DOUBLE;
 ALTER TABLE ncp_auditor_sensitivity ADD COLUMN IF NOT EXISTS km_survival_at_20 DOUBLE;
 ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS km_survival_at_20 DOUBLE;
+-- Table 2's pairwise auditor correlations from the live ablation (row_type 'correlation'; 'auditor' rows as before).
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS row_type VARCHAR;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS auditor_b VARCHAR;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS metric VARCHAR;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS n_environments INTEGER;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS pearson_r DOUBLE;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS pearson_p DOUBLE;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS spearman_rho DOUBLE;
+ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS spearman_p DOUBLE;

@@ -154,3 +154,21 @@ def test_survival_plot_is_written(tmp_path):
                    for i, d in enumerate([1, 2, 3, 3])])
     path = plot_survival(survival_table(df, t_max=3), tmp_path / "km.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_2_pairwise_auditor_correlations_come_from_the_live_ablation_episodes():
+    """The paper's Table 2 pairs auditors by Pearson and Spearman correlation; here per metric, the live
+    episodes of the ablation cell matched on spec."""
+    from scipy import stats
+
+    from wse_platform.metrics.ncp import auditor_ablation_table
+    a_turns, b_turns = [1, 2, 3, 4, 8], [2, 4, 5, 9, 9]
+    df = episodes([("m", "x", f"s{i}", a, d, "CONFLICT", ["fact"], 0.1 * d, 0.0)
+                   for a, turns in (("A", a_turns), ("B", b_turns)) for i, d in enumerate(turns)])
+    rows = auditor_ablation_table(df).to_dicts()
+    assert [r["auditor_id"] for r in rows if r["row_type"] == "auditor"] == ["A", "B"]
+    (turns,) = [r for r in rows if r["row_type"] == "correlation" and r["metric"] == "turns"]
+    assert (turns["auditor_id"], turns["auditor_b"], turns["n_environments"]) == ("A", "B", 5)
+    assert turns["pearson_r"] == pytest.approx(stats.pearsonr(a_turns, b_turns).statistic)
+    assert turns["spearman_rho"] == pytest.approx(stats.spearmanr(a_turns, b_turns).statistic)
+    assert (turns["model"], turns["arch"]) == ("m", "x")

@@ -200,6 +200,23 @@ def correlations(a: Sequence[float], b: Sequence[float]) -> dict[str, float | No
             "spearman_rho": float(sr.statistic), "spearman_p": float(sr.pvalue)}
 
 
+def pair_correlations(episodes: pl.DataFrame, env: list[str]) -> list[dict[str, Any]]:
+    """For each auditor pair and metric: Pearson and Spearman correlations of the per-episode values,
+    episodes matched on `env` (the same environment judged by the two auditors)."""
+    rows: list[dict[str, Any]] = []
+    auditors = sorted(set(episodes["auditor_id"].to_list())) if not episodes.is_empty() else []
+    for i, a in enumerate(auditors):
+        for b in auditors[i + 1:]:
+            ea = episodes.filter(pl.col("auditor_id") == a)
+            eb = episodes.filter(pl.col("auditor_id") == b)
+            joined = ea.join(eb, on=env, suffix="_b").sort(env)
+            for metric in CORRELATED_METRICS:
+                c = correlations(joined[metric].to_list(), joined[f"{metric}_b"].to_list())
+                rows.append({"row_type": "correlation", "auditor_id": a, "auditor_b": b, "metric": metric,
+                             "n_environments": joined.height, **c})
+    return rows
+
+
 def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
     """Re-audit analysis (the second, cheaper counterpart of Table 2): stored transcripts replayed
     by several auditor configurations. The paper's Table 2 itself is `auditor_ablation_table`.
@@ -212,41 +229,37 @@ def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     for key, g in _groups(episodes, ["auditor_id"]):
         rows.append({"row_type": "auditor", "auditor_id": key["auditor_id"], **cell_metrics(g)})
-    auditors = sorted(set(episodes["auditor_id"].to_list())) if not episodes.is_empty() else []
-    env = ["model", "arch", "spec_id"]
-    for i, a in enumerate(auditors):
-        for b in auditors[i + 1:]:
-            ea = episodes.filter(pl.col("auditor_id") == a)
-            eb = episodes.filter(pl.col("auditor_id") == b)
-            joined = ea.join(eb, on=env, suffix="_b").sort(env)
-            for metric in CORRELATED_METRICS:
-                c = correlations(joined[metric].to_list(), joined[f"{metric}_b"].to_list())
-                rows.append({"row_type": "correlation", "auditor_id": a, "auditor_b": b, "metric": metric,
-                             "n_environments": joined.height, **c})
+    rows += pair_correlations(episodes, ["model", "arch", "spec_id"])
     schema = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA, "auditor_b": pl.Utf8,
               "metric": pl.Utf8, "n_environments": pl.Int64, "pearson_r": pl.Float64, "pearson_p": pl.Float64,
               "spearman_rho": pl.Float64, "spearman_p": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
 
 
-ABLATION_SCHEMA = {"auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "n_episodes": pl.Int64,
+ABLATION_SCHEMA = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "n_episodes": pl.Int64,
                    "avg_turns": pl.Float64, "trajectory_pct": pl.Float64, "satisfied_pct": pl.Float64,
                    "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
                    "pct_player_input_conflict": pl.Float64, "n_succ": pl.Int64, "n_success": pl.Int64,
                    "n_survival": pl.Int64, "n_conflict": pl.Int64, "n_invalid": pl.Int64,
                    "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64, "share_active_at_20": pl.Float64,
-                   "km_survival_at_20": pl.Float64}
+                   "km_survival_at_20": pl.Float64, "auditor_b": pl.Utf8, "metric": pl.Utf8,
+                   "n_environments": pl.Int64, "pearson_r": pl.Float64, "pearson_p": pl.Float64,
+                   "spearman_rho": pl.Float64, "spearman_p": pl.Float64}
 
 
 def auditor_ablation_table(episodes: pl.DataFrame) -> pl.DataFrame:
     """Paper Table 2 as run: one row per in-loop auditor of the live ablation cell (never pooled
-    over cells). `n_succ` is the paper's Succ.: runs that reached T_max or satisfied every
-    achievement commitment (`n_survival` + `n_success`)."""
-    rows = []
+    over cells; `row_type` 'auditor'). `n_succ` is the paper's Succ.: runs that reached T_max or
+    satisfied every achievement commitment (`n_survival` + `n_success`). Rows `row_type`
+    'correlation': the paper's pairwise Pearson / Spearman correlations between auditors, per
+    metric (turns, trajectory progress, satisfied share), episodes of the same cell matched on spec."""
+    rows: list[dict[str, Any]] = []
     for key, g in _groups(episodes, ["auditor_id", "model", "arch"]):
         m = cell_metrics(g)
-        rows.append({**key, **{k: m[k] for k in ABLATION_SCHEMA if k in m},
+        rows.append({"row_type": "auditor", **key, **{k: m[k] for k in ABLATION_SCHEMA if k in m},
                      "n_succ": m["n_success"] + m["n_survival"]})
+    for key, g in _groups(episodes, ["model", "arch"]):
+        rows += [{**r, **key} for r in pair_correlations(g, ["spec_id"])]
     return pl.DataFrame(rows, schema=ABLATION_SCHEMA)
 
 
