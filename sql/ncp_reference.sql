@@ -14,3 +14,20 @@ ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS pearson_r DOUBLE;
 ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS pearson_p DOUBLE;
 ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS spearman_rho DOUBLE;
 ALTER TABLE ncp_auditor_ablation ADD COLUMN IF NOT EXISTS spearman_p DOUBLE;
+-- Paper Table 5: every model's episode on each spec a human narrated (wse ncp play --as narrator), and the human sessions.
+CREATE TABLE IF NOT EXISTS ncp_human_baseline (
+    spec_id                VARCHAR,
+    model                  VARCHAR,   -- 'human' for a human session
+    arch                   VARCHAR,
+    auditor_id             VARCHAR,
+    session                VARCHAR,   -- the play session name (human rows)
+    turns                  INTEGER,
+    nodes_completed        INTEGER,
+    nodes_total            INTEGER,
+    commitments_satisfied  INTEGER,
+    commitments_total      INTEGER,
+    traj                   VARCHAR,   -- "reached/total" as the paper prints it
+    sati                   VARCHAR,
+    status                 VARCHAR,   -- SUCCESS | SURVIVED | FAILURE
+    failure_mode           VARCHAR    -- e.g. "Commitment + fact conflict"
+);

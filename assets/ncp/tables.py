@@ -9,8 +9,8 @@ from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
-from wse_platform.metrics.ncp import (auditor_ablation_table, auditor_sensitivity, genre_table, summary_table,
-                                      survival_table)
+from wse_platform.metrics.ncp import (auditor_ablation_table, auditor_sensitivity, genre_table,
+                                      human_baseline_table, summary_table, survival_table)
 from wse_platform.ncp.plots import plot_survival
 
 GROUP = "ncp_bench"
@@ -73,7 +73,17 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "ncp_genre", df, extra_metadata={
             "by_genre": MetadataValue.md(markdown_preview(df, rows=30))})
 
-    out = [ncp_summary, ncp_survival, ncp_auditor_sensitivity, ncp_genre]
+    @asset(name="ncp_human_baseline", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+           code_version=code_version(*METRICS_CODE),
+           description="Paper Table 5: on each spec a human narrated (`wse ncp play --as narrator`), every "
+                       "model's episode and each human session — turns, nodes reached / total, commitments "
+                       "satisfied / total, SUCCESS / SURVIVED / FAILURE and the failure mode. Empty until a "
+                       "human has played.")
+    def ncp_human_baseline(warehouse: WarehouseResource):
+        wh = warehouse.get()
+        return write_table(wh, "ncp_human_baseline", human_baseline_table(_episodes(wh)))
+
+    out = [ncp_summary, ncp_survival, ncp_auditor_sensitivity, ncp_genre, ncp_human_baseline]
     if settings.ncp.ablation is not None:
         @asset(name="ncp_auditor_ablation", deps=["ncp_ablation_episodes"], group_name=GROUP, kinds={"duckdb"},
                code_version=code_version(*METRICS_CODE),

@@ -172,3 +172,22 @@ def test_table_2_pairwise_auditor_correlations_come_from_the_live_ablation_episo
     assert turns["pearson_r"] == pytest.approx(stats.pearsonr(a_turns, b_turns).statistic)
     assert turns["spearman_rho"] == pytest.approx(stats.spearmanr(a_turns, b_turns).statistic)
     assert (turns["model"], turns["arch"]) == ("m", "x")
+
+
+def test_table_5_puts_each_models_episode_next_to_the_human_sessions_on_the_spec_a_human_played():
+    from wse_platform.metrics.ncp import human_baseline_table
+    df = episodes([("gpt", "baseline+adversarial", "movie52", "A", 2, "CONFLICT", ["fact", "commitment"], 1 / 13, 0.1),
+                   ("gpt", "baseline+adversarial", "movie9", "A", 5, "CONFLICT", ["fact"], 0.0, 0.0),
+                   ("human", "human+adversarial", "movie52", "A", 19, "SUCCESS", [], 1.0, 0.58),
+                   ("human", "human+adversarial", "movie52", "A", 100, "SURVIVAL", [], 5 / 13, 0.08)])
+    df = df.with_columns(pl.Series("nodes_completed", [1, 0, 13, 5]), pl.Series("nodes_total", [13, 9, 13, 13]),
+                         pl.Series("commitments_satisfied", [1, 0, 7, 1]),
+                         pl.Series("commitments_total", [12, 4, 12, 12]),
+                         pl.Series("generation_version", ["g", "g", "ncp-play:resolve-all", "ncp-play:max"]))
+    rows = human_baseline_table(df).to_dicts()
+    assert [(r["model"], r["turns"], r["traj"], r["sati"], r["status"], r["failure_mode"]) for r in rows] == [
+        ("gpt", 2, "1/13", "1/12", "FAILURE", "Commitment + fact conflict"),
+        ("human", 100, "5/13", "1/12", "SURVIVED", None),
+        ("human", 19, "13/13", "7/12", "SUCCESS", None)]
+    assert {r["session"] for r in rows if r["model"] == "human"} == {"resolve-all", "max"}
+    assert all(r["spec_id"] == "movie52" for r in rows)  # movie9 had no human session

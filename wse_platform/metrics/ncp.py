@@ -263,6 +263,46 @@ def auditor_ablation_table(episodes: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=ABLATION_SCHEMA)
 
 
+# ---- Table 5: the human narrator baseline --------------------------------------------------------
+
+HUMAN_MODEL = "human"  # `wse ncp play --as narrator` writes its episodes with this model name
+STATUS = {"SUCCESS": "SUCCESS", "SURVIVAL": "SURVIVED", "CONFLICT": "FAILURE"}
+TABLE5_SCHEMA = {"spec_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, "session": pl.Utf8,
+                 "turns": pl.Int64, "nodes_completed": pl.Int64, "nodes_total": pl.Int64,
+                 "commitments_satisfied": pl.Int64, "commitments_total": pl.Int64, "traj": pl.Utf8, "sati": pl.Utf8,
+                 "status": pl.Utf8, "failure_mode": pl.Utf8}
+
+
+def failure_mode(kinds: Sequence[str]) -> str | None:
+    """"Fact conflict", "Commitment + fact conflict", ... (the paper's wording of the confirmed kinds)."""
+    order = ["commitment", "fact", "player_input"]
+    names = [k.replace("_", "-") for k in order if k in kinds]
+    return (" + ".join(names) + " conflict").capitalize() if names else None
+
+
+def human_baseline_table(episodes: pl.DataFrame) -> pl.DataFrame:
+    """Paper Table 5: on every spec a human narrated (`wse ncp play --as narrator`), each model's
+    episode on that spec and each human session: turns, nodes reached / total, commitments
+    satisfied / total, SUCCESS / SURVIVED / FAILURE and the failure mode."""
+    if episodes.is_empty():
+        return pl.DataFrame([], schema=TABLE5_SCHEMA)
+    human_specs = set(episodes.filter(pl.col("model") == HUMAN_MODEL)["spec_id"].to_list())
+    rows = []
+    for r in episodes.filter(pl.col("spec_id").is_in(sorted(human_specs))).iter_rows(named=True):
+        human = r["model"] == HUMAN_MODEL
+        rows.append({"spec_id": r["spec_id"], "model": r["model"], "arch": r["arch"], "auditor_id": r["auditor_id"],
+                     "session": (r.get("generation_version") or "").removeprefix("ncp-play:") if human else None,
+                     "turns": r["turns"], "nodes_completed": r["nodes_completed"], "nodes_total": r["nodes_total"],
+                     "commitments_satisfied": r["commitments_satisfied"], "commitments_total": r["commitments_total"],
+                     "traj": f"{r['nodes_completed']}/{r['nodes_total']}",
+                     "sati": f"{r['commitments_satisfied']}/{r['commitments_total']}",
+                     "status": STATUS.get(r["termination"], r["termination"]),
+                     "failure_mode": failure_mode(_kinds(r["conflict_kinds"])) if r["termination"] == "CONFLICT"
+                     else None})
+    rows.sort(key=lambda x: (x["spec_id"], x["model"] == HUMAN_MODEL, x["model"], x["arch"], x["session"] or ""))
+    return pl.DataFrame(rows, schema=TABLE5_SCHEMA)
+
+
 # ---- Table 7: genres -----------------------------------------------------------------------------
 
 def genre_table(episodes: pl.DataFrame, primary_genre: Mapping[str, str]) -> pl.DataFrame:
