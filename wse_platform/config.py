@@ -329,13 +329,17 @@ class NCPConfig(_Strict):
     # what the narrators see of the trajectory: the current node (as the reference) or the full R (App. C.3)
     narrator_trajectory: Literal["current_node", "full"] = "current_node"
 
-    @field_validator("architectures")
-    @classmethod
-    def _known_arch(cls, v: list[str]) -> list[str]:
-        bad = [a for a in v if a not in NCP_KNOWN_ARCHITECTURES]
+    # plug-in narrator methods {name: "package.module:Class"}; architecture "<name>+adversarial" runs one
+    narrator_methods: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_arch(self) -> "NCPConfig":
+        known = [*NCP_KNOWN_ARCHITECTURES, *(f"{m}+{p}" for m in self.narrator_methods
+                                             for p in ("adversarial", "natural"))]
+        bad = [a for a in self.architectures if a not in known]
         if bad:
-            raise ValueError(f"unknown architecture(s) {bad}; known: {list(NCP_KNOWN_ARCHITECTURES)}")
-        return v
+            raise ValueError(f"ncp.architectures: unknown architecture(s) {bad}; known: {known}")
+        return self
 
 
 class CorpusConfig(_Strict):

@@ -180,7 +180,23 @@ def ncp_cell_version(settings: Settings, model: str, arch: str) -> str:
                        {f: file_hash(f) for f in GENERATION_CODE["ncp"]},
                        *([ncp_reference_version(settings)] if settings.ncp.reference else []),
                        *([settings.ncp.narrator_trajectory] if settings.ncp.narrator_trajectory != "current_node"
-                         else []))
+                         else []),
+                       *ncp_method_version(settings, arch))
+
+
+def ncp_method_version(settings: Settings, arch: str) -> list[str]:
+    """A plug-in narrator method's target and the hash of its module file (its code is the narrator)."""
+    target = settings.ncp.narrator_methods.get(arch.partition("+")[0])
+    if not target:
+        return []
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(target.partition(":")[0])
+        origin = spec.origin if spec is not None else None
+        code = hashlib.sha256(Path(origin).read_bytes()).hexdigest()[:16] if origin else "absent"
+    except (ImportError, ValueError, OSError) as err:
+        code = f"unimportable:{type(err).__name__}"
+    return [target, code]
 
 
 def ncp_reference_version(settings: Settings) -> str | None:

@@ -62,21 +62,27 @@ def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
     memory = setup.arch.narrator == "memory"
     runs = [EpisodeRun.start(s, setup.narrator_model, setup.arch.key, setup.auditor.auditor_id,
                              HiAgentMemory() if memory else None) for s in specs]
+    methods = None
+    if setup.method is not None:  # a plug-in narrator method (ncp.narrator_methods)
+        from wse_platform.ncp.methods import MethodNarrators, load_method
+        methods = MethodNarrators(client, setup, load_method(setup.arch.narrator, setup.method))
 
     # t = 0: the opening narration at the first node, then the facts it establishes.
     rows = [new_turn_row(r, 0, None, None) for r in runs]
-    for run, row, res in zip(runs, rows, client.complete_many([prompter.opening(r) for r in runs])):
-        run.turn_rows.append(row)
-        add_calls(row, res)
-        if not res.ok:
-            run.fail(res, 0, row)
-            continue
-        set_text(row, "narrator_text", res.output.text)
-        row["node_after"] = row["node_before"]
-        row["ledger_snapshot_json"] = dump(run.ledger.snapshot())
-        run.history.append(Exchange(0, None, res.output.text))
-        if run.memory is not None:
-            run.memory.record(run.history[-1])
+    if methods is not None:
+        for run, row in zip(runs, rows):
+            run.turn_rows.append(row)
+            text = methods.open(run, row)
+            if text is not None:
+                _opening_done(run, row, text)
+    else:
+        for run, row, res in zip(runs, rows, client.complete_many([prompter.opening(r) for r in runs])):
+            run.turn_rows.append(row)
+            add_calls(row, res)
+            if not res.ok:
+                run.fail(res, 0, row)
+                continue
+            _opening_done(run, row, res.output.text)
     audit_openings(client, prompter, list(zip(runs, rows)))
 
     for t in range(1, setup.t_max + 1):
@@ -101,7 +107,7 @@ def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
             set_text(rows[id(r)], "player_input", text)
         # 2. narrator
         active = [r for r in active if not r.done]
-        texts = narrate(client, prompter, active, t, inputs, rows)
+        texts = narrate(client, prompter, active, t, inputs, rows, methods)
         pending = [PendingTurn(r, t, inputs[id(r)], texts[id(r)], rows[id(r)]) for r in active if id(r) in texts]
         # 3–7. audit
         audit_turns(client, prompter, pending)
@@ -116,14 +122,33 @@ def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
                 p.run.end("SURVIVAL", t)
         if progress is not None:
             progress(t, setup.t_max)
+    if methods is not None:
+        methods.close()
     return EpisodeBatchResult(runs, setup.generation_version)
 
 
+def _opening_done(run: EpisodeRun, row: dict[str, Any], text: str) -> None:
+    set_text(row, "narrator_text", text)
+    row["node_after"] = row["node_before"]
+    row["ledger_snapshot_json"] = dump(run.ledger.snapshot())
+    run.history.append(Exchange(0, None, text))
+    if run.memory is not None:
+        run.memory.record(run.history[-1])
+
+
 def narrate(client: Any, prompter: Prompter, runs: list[EpisodeRun], turn: int, inputs: dict[int, str],
-            rows: dict[int, dict[str, Any]]) -> dict[int, str]:
+            rows: dict[int, dict[str, Any]], methods: Any = None) -> dict[int, str]:
     """The narrator step for a batch: one call for the baseline narrator; for HiAgent a control
-    step (new subgoal? narration or retrieve?), re-asked after a retrieve up to a bounded depth."""
+    step (new subgoal? narration or retrieve?), re-asked after a retrieve up to a bounded depth;
+    a plug-in method answers each episode in turn through its own `complete` calls."""
     out: dict[int, str] = {}
+    if methods is not None:
+        for r in runs:
+            text = methods.respond(r, turn, inputs[id(r)], rows[id(r)])
+            if text is not None:
+                out[id(r)] = text
+                set_text(rows[id(r)], "narrator_text", text)
+        return out
     base = [r for r in runs if r.memory is None]
     for r, res in zip(base, client.complete_many([prompter.narrator(r, turn, inputs[id(r)]) for r in base])
                       if base else []):

@@ -25,19 +25,20 @@ Termination = Literal["CONFLICT", "SUCCESS", "SURVIVAL", "FAILED", "CENSORED"]  
 
 @dataclass(frozen=True)
 class Architecture:
-    """`<narrator>+<player>`: narrator `baseline` (full history), `memory` (HiAgent) or `human`;
-    player mode `adversarial` / `natural`. `human-player` is a human typing the player's turns."""
+    """`<narrator>+<player>`: narrator `baseline` (full history), `memory` (HiAgent), `human` or the
+    name of a plug-in narrator method (`ncp.narrator_methods`); player mode `adversarial` / `natural`.
+    `human-player` is a human typing the player's turns."""
 
     key: str
-    narrator: Literal["baseline", "memory", "human"]
+    narrator: str  # baseline | memory | human | a narrator method's name
     player: Literal["adversarial", "natural", "human"]
 
     @classmethod
-    def parse(cls, key: str) -> "Architecture":
+    def parse(cls, key: str, methods: Any = ()) -> "Architecture":
         if key == "human-player":
             return cls(key, "baseline", "human")
         narrator, sep, player = key.partition("+")
-        if not sep or narrator not in ("baseline", "memory", "human") or player not in ROLE_PLAYER:
+        if not sep or narrator not in ("baseline", "memory", "human", *methods) or player not in ROLE_PLAYER:
             raise ValueError(f"unknown NCP architecture {key!r}: expected '<baseline|memory|human>+"
                              "<adversarial|natural>' or 'human-player'")
         return cls(key, narrator, player)  # type: ignore[arg-type]
@@ -70,6 +71,7 @@ class EpisodeSetup:
     generation_version: str = LOOP_VERSION
     reference: str | None = None  # ncp.reference: a checkout of NLP2CT/NCP-Bench whose prompts are sent
     narrator_trajectory: str = "current_node"  # ncp.narrator_trajectory: "full" also shows the whole R
+    method: str | None = None  # "package.module:Class" when the narrator is a plug-in (ncp.narrator_methods)
 
     @classmethod
     def from_settings(cls, settings: Any, narrator_model: str, arch: str,
@@ -85,10 +87,13 @@ class EpisodeSetup:
         if ref:  # the checkout's prompt version is part of the auditor's identity
             from wse_platform.ncp.reference import load
             aud = AuditorSetup(aud.model, load(ref).version, aud.count)
-        return cls(narrator_model=narrator_model, arch=Architecture.parse(arch), player_model=ncp.player_model,
+        methods = dict(getattr(ncp, "narrator_methods", None) or {})
+        parsed = Architecture.parse(arch, methods)
+        return cls(narrator_model=narrator_model, arch=parsed, player_model=ncp.player_model,
                    auditor=aud, t_max=int(ncp.t_max), sampling=ncp.sampling,
                    prompts_dir=settings.prompts_dir, generation_version=generation_version or LOOP_VERSION,
-                   reference=ref, narrator_trajectory=getattr(ncp, "narrator_trajectory", "current_node"))
+                   reference=ref, narrator_trajectory=getattr(ncp, "narrator_trajectory", "current_node"),
+                   method=methods.get(parsed.narrator))
 
 
 # ---- per-episode state -----------------------------------------------------------------------
