@@ -236,7 +236,8 @@ def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-ABLATION_SCHEMA = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "n_episodes": pl.Int64,
+ABLATION_SCHEMA = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8,
+                   "n_episodes": pl.Int64,
                    "avg_turns": pl.Float64, "trajectory_pct": pl.Float64, "satisfied_pct": pl.Float64,
                    "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
                    "pct_player_input_conflict": pl.Float64, "n_succ": pl.Int64, "n_success": pl.Int64,

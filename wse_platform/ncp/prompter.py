@@ -114,7 +114,8 @@ class Prompter:
     def narrator(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
         if self.ref is not None:
             return self._ref_req(ROLE_NARRATOR, "baseline_narrator", self.setup.narrator_model, RefText, run, turn,
-                                 player_role=rf.role(run.spec, "玩家"), current_node=rf.node_block(run.spec, run.node_idx),
+                                 player_role=rf.role(run.spec, "玩家"),
+                                 current_node=rf.node_block(run.spec, run.node_idx),
                                  narrative_commitments=rf.commitments(run.spec, run.statuses, "(无)"),
                                  pre_turn_facts=rf.facts(run.ledger),
                                  pending_fact_updates=rf.fact_updates(run.pending, run.ledger),
