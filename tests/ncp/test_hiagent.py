@@ -37,6 +37,10 @@ def hi(**kw) -> str:
     return json.dumps(kw)
 
 
+def memory_of(call) -> str:
+    return text_of(call).split("Your working memory:")[1].split("Player input for this turn:")[0]
+
+
 def test_subgoals_summaries_and_retrieval(settings):
     script = Script(ncp__memory_hiagent=[hi(subgoal="Find the vault key", text=T1),
                                          hi(subgoal="Open the vault", text=T2), hi(retrieve=[1]), hi(text=T3)],
@@ -53,12 +57,15 @@ def test_subgoals_summaries_and_retrieval(settings):
     # one summary, written after subgoal 2 was proposed (turn 2), with the narrator's model
     (summ,) = rec.of(ROLE_MEMORY)
     assert summ.tags["turn"] == "2" and "Find the vault key" in text_of(summ) and T1 in text_of(summ)
-    # turn 3: subgoal 1 only as its summary ...
-    first, second = text_of(hia[2]), text_of(hia[3])
+    # turn 3: in the working memory, subgoal 1 only as its summary ...
+    first, second = memory_of(hia[2]), memory_of(hia[3])
     assert "Lane got the silver key from the butler." in first and T1 not in first
     assert "Current subgoal 2: Open the vault" in first and T2 in first
     # ... until retrieved: then its detailed turns are back
     assert T1 in second
+    # next to the memory, the whole baseline history (as the reference method: baseline prompt plus memory)
+    assert T1 in text_of(hia[2]).split("Your working memory:")[0]
+    first = text_of(hia[2])
     # the HiAgent narrator gets the narrator's inputs (current node, commitments, facts, player input)
     spec = make_spec()
     for needle in [c.violation_condition for c in spec.commitments] + \
@@ -121,3 +128,19 @@ def test_hiagent_with_the_natural_player_is_an_accepted_architecture():
     from wse_platform.config import settings_from_dict
     s = settings_from_dict({"ncp": {"architectures": ["memory+natural"]}})
     assert s.ncp.architectures == ["memory+natural"]
+
+
+def test_the_working_memory_shows_the_last_100_chunks_within_12k_tokens():
+    from wse_platform.ncp.memory import MEMORY_CHUNKS, MEMORY_TOKENS
+    mem = HiAgentMemory()
+    mem.propose("Keep going", 1)
+    for t in range(1, 151):
+        mem.record(Exchange(t, f"move {t}", f"short narration {t}."))
+    text = mem.render()
+    assert "short narration 150." in text and "short narration 51." in text and "short narration 50." not in text
+    assert MEMORY_CHUNKS == 100 and len(mem.chunks()) == 151
+    big = HiAgentMemory()
+    big.propose("Keep going", 1)
+    for t in range(1, 30):
+        big.record(Exchange(t, "move", "x" * 4000))
+    assert len(big.render()) / 4 <= MEMORY_TOKENS + 1000 and len(big.render()) < 29 * 4000

@@ -5,7 +5,7 @@
 | opening | player role, current node, commitments, pre-turn facts |
 | player | player role, interaction history (visible transcript only) |
 | narrator | player role, current node (the full trajectory R only with `ncp.narrator_trajectory: full`), commitments with conditions, pre-turn facts, pending fact updates, system response history, player input |
-| HiAgent narrator | the narrator's inputs, with its working memory in place of the history |
+| HiAgent narrator | the narrator's inputs (the whole system response history included) plus its working memory |
 | fact update | player role, pre-turn facts, the narration |
 | conflict check | player role, system response history, player input, narration, candidate fact updates, trajectory progress (full R), current node, pre-turn facts, commitments with conditions |
 | double-check | the conflict check's inputs plus the initial report |
@@ -127,7 +127,8 @@ class Prompter:
     def hiagent(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
         assert run.memory is not None
         return self._req(ROLE_HIAGENT, self.setup.narrator_model, "v1", HiAgentStep, run, turn,
-                         memory=run.memory.render(), **self._narrator_values(run, player_input))
+                         history=render.system_history(run.history), memory=run.memory.render(),
+                         **self._narrator_values(run, player_input))
 
     def subgoal_summary(self, run: "EpisodeRun", turn: int, subgoal: "Subgoal") -> LLMRequest:
         return self._req(ROLE_MEMORY, self.setup.narrator_model, "v1", SubgoalSummary, run, turn,
