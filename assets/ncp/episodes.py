@@ -55,8 +55,9 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                       kinds={"duckdb", "llm"},
                       description="One row per NCP-Bench episode of a cell (narrator model × architecture, the "
                                   "partition) on `ncp.spec_ids` or the first `ncp.n_specs` specs: turns survived, termination "
-                                  "(CONFLICT / SUCCESS / SURVIVAL / INVALID), confirmed conflict kinds, "
-                                  "trajectory progress, satisfied-commitment share, the role of an invalid output."),
+                                  "(CONFLICT / SUCCESS / SURVIVAL; an episode whose call still fails has no row "
+                                  "but one in ncp_failed_episodes and is played again by the next run), confirmed "
+                                  "conflict kinds, trajectory progress, satisfied-commitment share."),
             AssetSpec("ncp_turns", deps=["ncp_specs", "ncp_cell_config"], group_name=GROUP, kinds={"duckdb", "llm"},
                       description="One row per turn of every episode (turn 0 = opening narration): player input, "
                                   "narrator response, fact diff, conflict report (double-checked), node assessment, "
