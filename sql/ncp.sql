@@ -108,7 +108,7 @@ CREATE TABLE IF NOT EXISTS ncp_summary (
     pct_survival               DOUBLE,
     pct_invalid                DOUBLE,
     pct_censored               DOUBLE,
-    survival_at_20             DOUBLE    -- KM S(20); NULL when no episode was observed through turn 20
+    survival_at_20             DOUBLE    -- share of episodes with turn count >= 20 (the reference's); KM: km_survival_at_20
 );
 
 -- Paper Figure 4: per cell x auditor x turn, Kaplan-Meier survival (CONFLICT = event).
@@ -117,8 +117,8 @@ CREATE TABLE IF NOT EXISTS ncp_survival (
     arch              VARCHAR,
     auditor_id        VARCHAR,
     turn              INTEGER,
-    survival          DOUBLE,
-    ci_lower          DOUBLE,    -- 95% exponential-Greenwood interval (lifelines)
+    survival          DOUBLE,    -- share of episodes with turn count >= turn (the reference's headline)
+    ci_lower          DOUBLE,    -- 95% exponential-Greenwood interval of km_survival (lifelines)
     ci_upper          DOUBLE,
     at_risk           INTEGER,   -- episodes whose duration >= turn
     raw_share_active  DOUBLE,    -- share not yet ended after this turn (SURVIVAL never ends)

@@ -303,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      "ncp.narrators)")
     pp.add_argument("--session", default=None, help="session name (default <spec>-<role>; rerun to resume)")
     pp.set_defaults(func=cmd_ncp_play)
+    from wse_platform.ncp.cli_commands import register as register_ncp  # reference check, import-runs
+    register_ncp(ncp_sub)
 
     p = sub.add_parser("validate", help="validate input files")
     p.add_argument("kind", choices=["ncp-spec"])

@@ -35,6 +35,8 @@ WSE_ARCHITECTURES: tuple[str, ...] = tuple(
     for b in (1, 2, 3) for w in (False, True) for p in (False, True)
 )
 NCP_ARCHITECTURES: tuple[str, ...] = ("baseline+adversarial", "baseline+natural", "memory+adversarial")
+# also accepted (not run by default): HiAgent with the natural player, which the reference method allows
+NCP_KNOWN_ARCHITECTURES: tuple[str, ...] = (*NCP_ARCHITECTURES, "memory+natural")
 # 100-Endings pipelines and their steps, in order (the last step writes the story).
 ENDINGS_PIPELINE_STEPS: dict[str, tuple[str, ...]] = {
     "vanilla": ("write",),
@@ -367,14 +369,22 @@ class NCPConfig(_Strict):
     sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.6, top_p=0.95, max_tokens=8092))
     extraction_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.0, max_tokens=1024))
     ablation: NCPAblationConfig | None = None
+    # a local checkout of NLP2CT/NCP-Bench whose prompt files are sent instead of ours (ncp/reference.py)
+    reference: str | None = None
+    # what the narrators see of the trajectory: the current node (as the reference) or the full R (App. C.3)
+    narrator_trajectory: Literal["current_node", "full"] = "current_node"
 
-    @field_validator("architectures")
-    @classmethod
-    def _known_arch(cls, v: list[str]) -> list[str]:
-        bad = [a for a in v if a not in NCP_ARCHITECTURES]
+    # plug-in narrator methods {name: "package.module:Class"}; architecture "<name>+adversarial" runs one
+    narrator_methods: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _known_arch(self) -> "NCPConfig":
+        known = [*NCP_KNOWN_ARCHITECTURES, *(f"{m}+{p}" for m in self.narrator_methods
+                                             for p in ("adversarial", "natural"))]
+        bad = [a for a in self.architectures if a not in known]
         if bad:
-            raise ValueError(f"unknown architecture(s) {bad}; known: {list(NCP_ARCHITECTURES)}")
-        return v
+            raise ValueError(f"ncp.architectures: unknown architecture(s) {bad}; known: {known}")
+        return self
 
 
 class CorpusConfig(_Strict):
@@ -549,7 +559,7 @@ class Settings(_Strict):
             need("ncp.ablation.narrator", self.ncp.ablation.narrator)
             for i, a in enumerate(self.ncp.ablation.auditors):
                 need(f"ncp.ablation.auditors[{i}].model", a.model)
-            if self.ncp.ablation.arch not in NCP_ARCHITECTURES:
+            if self.ncp.ablation.arch not in NCP_KNOWN_ARCHITECTURES:
                 errors.append(f"ncp.ablation.arch: unknown architecture {self.ncp.ablation.arch!r}")
         need("endings.forecaster", self.endings.forecaster)
         need("endings.judge", self.endings.judge)

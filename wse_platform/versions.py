@@ -33,13 +33,15 @@ GENERATION_CODE = {
             "wse_platform/wse/schemas.py", "wse_platform/wse/seeds.py", "wse_platform/wse/architecture.py"],
     "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/memory.py", "wse_platform/ncp/ledger.py",
             "wse_platform/ncp/schemas.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
-            "wse_platform/ncp/render.py"],
+            "wse_platform/ncp/render.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py",
+            "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py"],
     "endings": ["wse_platform/endings/pipelines.py", "wse_platform/endings/forecast.py"],
 }
 JUDGE_CODE = {
     "wse": ["wse_platform/wse/judges.py"],
     "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/reaudit.py", "wse_platform/ncp/audit.py",
-            "wse_platform/ncp/prompter.py", "wse_platform/ncp/render.py"],
+            "wse_platform/ncp/prompter.py", "wse_platform/ncp/render.py", "wse_platform/ncp/ref_format.py",
+            "wse_platform/ncp/ref_schemas.py"],
     "endings": ["wse_platform/endings/judge.py"],
 }
 
@@ -196,7 +198,37 @@ def ncp_cell_version(settings: Settings, model: str, arch: str) -> str:
                        prompt_shas("ncp", gen, "v1", settings.prompts_dir),
                        # the in-loop auditor decides when an episode ends, so it shapes the transcript
                        ncp_auditor_version(settings),
-                       {f: file_hash(f) for f in GENERATION_CODE["ncp"]})
+                       {f: file_hash(f) for f in GENERATION_CODE["ncp"]},
+                       *([ncp_reference_version(settings)] if settings.ncp.reference else []),
+                       *([settings.ncp.narrator_trajectory] if settings.ncp.narrator_trajectory != "current_node"
+                         else []),
+                       *ncp_method_version(settings, arch))
+
+
+def ncp_method_version(settings: Settings, arch: str) -> list[str]:
+    """A plug-in narrator method's target and the hash of its module file (its code is the narrator)."""
+    target = settings.ncp.narrator_methods.get(arch.partition("+")[0])
+    if not target:
+        return []
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(target.partition(":")[0])
+        origin = spec.origin if spec is not None else None
+        code = hashlib.sha256(Path(origin).read_bytes()).hexdigest()[:16] if origin else "absent"
+    except (ImportError, ValueError, OSError) as err:
+        code = f"unimportable:{type(err).__name__}"
+    return [target, code]
+
+
+def ncp_reference_version(settings: Settings) -> str | None:
+    """`ref-<commit>` of the `ncp.reference` checkout whose prompts are sent, or None."""
+    if not settings.ncp.reference:
+        return None
+    from wse_platform.ncp.reference import ReferenceError, load
+    try:
+        return load(settings.ncp.reference).version
+    except (ReferenceError, OSError) as err:  # an unusable checkout must still change the version, not crash status
+        return f"ref-unusable:{type(err).__name__}"
 
 
 def ncp_auditor_version(settings: Settings) -> str:
@@ -206,7 +238,8 @@ def ncp_auditor_version(settings: Settings) -> str:
     names = [n for n in _prompt_names("ncp", a.prompt_version)
              if not n.startswith(NCP_GENERATION_PREFIXES + NCP_EXTRACTION_PREFIXES)]
     return fingerprint("ncp-auditor", a.model_dump(), settings.model(a.model).identity(),
-                       prompt_shas("ncp", names, a.prompt_version, settings.prompts_dir))
+                       prompt_shas("ncp", names, a.prompt_version, settings.prompts_dir),
+                       *([ncp_reference_version(settings)] if settings.ncp.reference else []))
 
 
 def ncp_reaudit_version(settings: Settings) -> str:

@@ -14,7 +14,9 @@ from resources import LLMResource, SettingsResource, WarehouseResource
 from wse_platform import versions
 from wse_platform.config import Settings
 from wse_platform.ncp.ablation import ablation_auditors, run_auditor_ablation
-from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame, run_episodes, turn_frame)
+from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame, failed_frame, run_episodes,
+                                      turn_frame)
+from wse_platform.ncp.failures import extend_attempts_for_retry, retry_round
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
 
 GROUP = "ncp_bench"
@@ -23,7 +25,8 @@ PROMPTS = [f"wse_platform/prompts/ncp/{n}.v1.md" for n in (
     "fact_update", "conflict_check", "conflict_double_check", "node_update", "commitment_status")]
 EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
                 "wse_platform/ncp/render.py", "wse_platform/ncp/ledger.py", "wse_platform/ncp/memory.py",
-                "wse_platform/ncp/schemas.py", *PROMPTS)
+                "wse_platform/ncp/schemas.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py",
+                "wse_platform/ncp/reference.py", "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py", *PROMPTS)
 REAUDIT_CODE = (*EPISODE_CODE, "wse_platform/ncp/reaudit.py")
 
 
@@ -52,8 +55,9 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                       kinds={"duckdb", "llm"},
                       description="One row per NCP-Bench episode of a cell (narrator model × architecture, the "
                                   "partition) on `ncp.spec_ids` or the first `ncp.n_specs` specs: turns survived, termination "
-                                  "(CONFLICT / SUCCESS / SURVIVAL / INVALID), confirmed conflict kinds, "
-                                  "trajectory progress, satisfied-commitment share, the role of an invalid output."),
+                                  "(CONFLICT / SUCCESS / SURVIVAL; an episode whose call still fails has no row "
+                                  "but one in ncp_failed_episodes and is played again by the next run), confirmed "
+                                  "conflict kinds, trajectory progress, satisfied-commitment share."),
             AssetSpec("ncp_turns", deps=["ncp_specs", "ncp_cell_config"], group_name=GROUP, kinds={"duckdb", "llm"},
                       description="One row per turn of every episode (turn 0 = opening narration): player input, "
                                   "narrator response, fact diff, conflict report (double-checked), node assessment, "
@@ -69,17 +73,26 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         specs = run_specs(wh, s.ncp, s.ncp.n_specs)
         setup = EpisodeSetup.from_settings(s, model, arch,
                                            generation_version=versions.ncp_cell_version(s, model, arch))
+        # the in-loop auditor is part of the cell's key: another auditor adds rows next to these, never over them
+        key = {"model": model, "arch": arch, "auditor_id": setup.auditor.auditor_id}
+        round_ = retry_round(wh, key)
         with llm.session(context) as client:
+            extend_attempts_for_retry(client, round_)  # episodes without a result last time: fresh attempts
             result = run_episodes(client, specs, setup,
                                   progress=lambda t, T: context.log.info(f"NCP {model}/{arch}: turn {t}/{T} done"))
         eps = episode_frame(result.episode_rows())
         turns = turn_frame(result.turn_rows())
-        key = {"model": model, "arch": arch}
+        failed = failed_frame(result.failed_rows()).with_columns(pl.lit(round_, dtype=pl.Int64).alias("retry_round"))
         n_eps = wh.replace_partition("ncp_episodes", eps, key)
         n_turns = wh.replace_partition("ncp_turns", turns, key)
+        wh.replace_partition("ncp_failed_episodes", failed, key)
+        if failed.height:
+            context.log.warning(f"NCP {model}/{arch}: {failed.height} episode(s) without a result (see "
+                                "ncp_failed_episodes); the next run of this cell plays them again")
         terms = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
         yield _result("ncp_episodes", eps, n_eps, {"terminations": MetadataValue.json(terms),
                                                    "auditor_id": setup.auditor.auditor_id,
+                                                   "episodes_without_result": failed.height,
                                                    **transcripts(s, "ncp", model=model, arch=arch)})
         yield _result("ncp_turns", turns, n_turns, {})
 
@@ -104,8 +117,11 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         s = settings.get()
         model, arch = cell_of(context.partition_key)
         wh = warehouse.get()
+        # the transcripts played with today's in-loop auditor (other auditors' cells are kept beside them)
+        in_loop = EpisodeSetup.from_settings(s, model, arch).auditor.auditor_id if s.ncp.auditor is not None else None
         stored = wh.query("SELECT model, arch, spec_id, turn, player_input, narrator_text FROM ncp_turns "
-                          "WHERE model = ? AND arch = ? ORDER BY spec_id, turn", [model, arch])
+                          "WHERE model = ? AND arch = ? AND (? IS NULL OR auditor_id = ?) ORDER BY spec_id, turn",
+                          [model, arch, in_loop, in_loop])
         transcripts = transcripts_from_rows(stored.iter_rows(named=True))
         specs = {sp.spec_id: sp for sp in specs_from_table(wh)}
         eps_frames, turn_frames, per_auditor = [], [], {}

@@ -9,8 +9,8 @@ from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
-from wse_platform.metrics.ncp import (auditor_ablation_table, auditor_sensitivity, genre_table, summary_table,
-                                      survival_table)
+from wse_platform.metrics.ncp import (auditor_ablation_table, auditor_sensitivity, genre_table,
+                                      human_baseline_table, summary_table, survival_table)
 from wse_platform.ncp.plots import plot_survival
 
 GROUP = "ncp_bench"
@@ -29,17 +29,18 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
            code_version=code_version(*METRICS_CODE),
            description="Paper Table 1: one row per narrator model × architecture × in-loop auditor — average "
                        "turns, trajectory %, satisfied-commitment %, % of episodes ending in a fact / commitment / "
-                       "player-input conflict (plus success / survival / invalid shares) and KM survival at turn 20.")
+                       "player-input conflict (plus success / survival shares), survival at turn 20 (share of episodes "
+                       "with >= 20 turns, the reference's) and the Kaplan–Meier estimate (km_survival_at_20).")
     def ncp_summary(warehouse: WarehouseResource):
         wh = warehouse.get()
         return write_table(wh, "ncp_summary", summary_table(_episodes(wh)))
 
     @asset(name="ncp_survival", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE, "wse_platform/ncp/plots.py", "wse_platform/plotting.py"),
-           description="Paper Figure 4: one row per cell × auditor × turn 0..T_max — Kaplan–Meier survival "
-                       "(lifelines; CONFLICT is the event, SUCCESS / SURVIVAL / INVALID censored at their last "
-                       "turn) with 95% CI and at-risk count, next to the raw count and share of environments "
-                       "still active at turn t (the reference's `turns >= t` convention).")
+           description="Paper Figure 4: one row per cell × auditor × turn 0..T_max — survival as the "
+                       "reference computes it (share of episodes whose turn count is >= t), and the secondary "
+                       "Kaplan–Meier estimate km_survival (lifelines; CONFLICT is the event, SUCCESS / SURVIVAL "
+                       "censored at their last turn) with 95% CI and at-risk count.")
     def ncp_survival(settings: SettingsResource, warehouse: WarehouseResource):
         s = settings.get()
         wh = warehouse.get()
@@ -73,7 +74,17 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "ncp_genre", df, extra_metadata={
             "by_genre": MetadataValue.md(markdown_preview(df, rows=30))})
 
-    out = [ncp_summary, ncp_survival, ncp_auditor_sensitivity, ncp_genre]
+    @asset(name="ncp_human_baseline", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+           code_version=code_version(*METRICS_CODE),
+           description="Paper Table 5: on each spec a human narrated (`wse ncp play --as narrator`), every "
+                       "model's episode and each human session — turns, nodes reached / total, commitments "
+                       "satisfied / total, SUCCESS / SURVIVED / FAILURE and the failure mode. Empty until a "
+                       "human has played.")
+    def ncp_human_baseline(warehouse: WarehouseResource):
+        wh = warehouse.get()
+        return write_table(wh, "ncp_human_baseline", human_baseline_table(_episodes(wh)))
+
+    out = [ncp_summary, ncp_survival, ncp_auditor_sensitivity, ncp_genre, ncp_human_baseline]
     if settings.ncp.ablation is not None:
         @asset(name="ncp_auditor_ablation", deps=["ncp_ablation_episodes"], group_name=GROUP, kinds={"duckdb"},
                code_version=code_version(*METRICS_CODE),

@@ -50,7 +50,8 @@ def test_each_auditor_runs_its_own_live_episodes_and_gets_its_own_row(settings):
     narrations = len(client.of("ncp.narrator"))
     assert narrations == 2 * 1 + 2 * 2  # strict: turn 1 only; lenient: turns 1-2 (then SUCCESS)
     rows = [r for res in results.values() for r in res.episode_rows()]
-    table = {r["auditor_id"]: r for r in auditor_ablation_table(episode_frame(rows)).iter_rows(named=True)}
+    table = {r["auditor_id"]: r for r in auditor_ablation_table(episode_frame(rows)).iter_rows(named=True)
+             if r["row_type"] == "auditor"}
     s, le = table["ncp.auditor:strict:v1:x1"], table["ncp.auditor:lenient:v1:x3"]
     assert (s["n_episodes"], s["avg_turns"], s["pct_fact_conflict"], s["n_succ"]) == (2, 1.0, 100.0, 0)
     assert (le["n_episodes"], le["avg_turns"], le["pct_fact_conflict"], le["n_succ"], le["n_success"]) == \

@@ -37,6 +37,10 @@ def hi(**kw) -> str:
     return json.dumps(kw)
 
 
+def memory_of(call) -> str:
+    return text_of(call).split("Your working memory:")[1].split("Player input for this turn:")[0]
+
+
 def test_subgoals_summaries_and_retrieval(settings):
     script = Script(ncp__memory_hiagent=[hi(subgoal="Find the vault key", text=T1),
                                          hi(subgoal="Open the vault", text=T2), hi(retrieve=[1]), hi(text=T3)],
@@ -53,29 +57,45 @@ def test_subgoals_summaries_and_retrieval(settings):
     # one summary, written after subgoal 2 was proposed (turn 2), with the narrator's model
     (summ,) = rec.of(ROLE_MEMORY)
     assert summ.tags["turn"] == "2" and "Find the vault key" in text_of(summ) and T1 in text_of(summ)
-    # turn 3: subgoal 1 only as its summary ...
-    first, second = text_of(hia[2]), text_of(hia[3])
+    # turn 3: in the working memory, subgoal 1 only as its summary ...
+    first, second = memory_of(hia[2]), memory_of(hia[3])
     assert "Lane got the silver key from the butler." in first and T1 not in first
     assert "Current subgoal 2: Open the vault" in first and T2 in first
     # ... until retrieved: then its detailed turns are back
     assert T1 in second
-    # the HiAgent narrator gets the narrator's inputs (full trajectory, commitments, facts, player input)
+    # next to the memory, the whole baseline history (as the reference method: baseline prompt plus memory)
+    assert T1 in text_of(hia[2]).split("Your working memory:")[0]
+    first = text_of(hia[2])
+    # the HiAgent narrator gets the narrator's inputs (current node, commitments, facts, player input)
     spec = make_spec()
-    for needle in [n.key_delta for n in spec.trajectory] + [c.violation_condition for c in spec.commitments] + \
+    for needle in [c.violation_condition for c in spec.commitments] + \
                   ["The vault door is locked.", "I try move number 3."]:
         assert needle in first
+    assert sum(n.key_delta in first for n in spec.trajectory) == 1  # the current node only (as the reference)
     mem = json.loads(result.turn_rows()[3]["memory_json"])
     assert [s["summary"] for s in mem["subgoals"]] == ["Lane got the silver key from the butler.", None]
     assert [st.get("retrieve") for st in mem["steps"]] == [[1], []] and mem["retrieved"] == [1]
     assert result.turn_rows()[3]["narrator_text"] == T3
 
 
-def test_retrieving_an_unknown_subgoal_is_an_invalid_output(settings):
-    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7])])
-    result, _ = run(settings, script)
+def test_an_unknown_retrieve_id_is_ignored_and_only_endless_retrieving_leaves_no_result(settings):
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7]), hi(text=T2)])
+    result, _ = run(settings, script, t_max=2)
     (ep,) = result.episode_rows()
-    assert ep["termination"] == "INVALID" and ep["invalid_role"] == ROLE_HIAGENT and ep["turns"] == 1
-    assert "no finished subgoal [7]" in ep["invalid_message"]
+    assert ep["termination"] == "SURVIVAL" and result.turn_rows()[2]["narrator_text"] == T2
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Find the key", text=T1), hi(retrieve=[7])])
+    result, backend = run(settings, script, t_max=2)
+    assert result.episode_rows() == []
+    (f,) = result.failed_rows()
+    assert (f["role"], f["error_kind"], f["turn"]) == (ROLE_HIAGENT, "invalid_retrieve", 2)
+    assert len(backend.of(ROLE_HIAGENT)) == 1 + 5  # turn 1, then 1 + depth 4 at turn 2
+
+
+def test_a_subgoal_summary_is_cut_to_220_characters_as_the_reference_summarizer_does():
+    from wse_platform.ncp.memory import cap_summary
+    long = "word " * 100
+    assert len(cap_summary(long)) == 220 and cap_summary(long).endswith("...")
+    assert cap_summary("  a   short\nline ") == "a short line"
 
 
 def test_a_step_needs_exactly_one_action():
@@ -102,3 +122,25 @@ def test_memory_rendering_keeps_the_opening_and_numbers_subgoals():
     assert "You see a door." not in text and "Current subgoal 2: B" in text
     assert mem.retrieve([1, 2]) == [2]  # the current subgoal is not a summarised one
     assert "You see a door." in mem.render()
+
+
+def test_hiagent_with_the_natural_player_is_an_accepted_architecture():
+    from wse_platform.config import settings_from_dict
+    s = settings_from_dict({"ncp": {"architectures": ["memory+natural"]}})
+    assert s.ncp.architectures == ["memory+natural"]
+
+
+def test_the_working_memory_shows_the_last_100_chunks_within_12k_tokens():
+    from wse_platform.ncp.memory import MEMORY_CHUNKS, MEMORY_TOKENS
+    mem = HiAgentMemory()
+    mem.propose("Keep going", 1)
+    for t in range(1, 151):
+        mem.record(Exchange(t, f"move {t}", f"short narration {t}."))
+    text = mem.render()
+    assert "short narration 150." in text and "short narration 51." in text and "short narration 50." not in text
+    assert MEMORY_CHUNKS == 100 and len(mem.chunks()) == 151
+    big = HiAgentMemory()
+    big.propose("Keep going", 1)
+    for t in range(1, 30):
+        big.record(Exchange(t, "move", "x" * 4000))
+    assert len(big.render()) / 4 <= MEMORY_TOKENS + 1000 and len(big.render()) < 29 * 4000

@@ -62,11 +62,12 @@ def test_survival_at_20_is_zero_not_null_when_every_episode_ended_before():
     df = episodes([("m", "a", f"s{i}", "A", d, "CONFLICT", ["fact"], 0.0, 0.0) for i, d in enumerate([2, 5, 9])])
     (row,) = summary_table(df).iter_rows(named=True)
     assert row["n_active_at_20"] == 0 and row["share_active_at_20"] == 0.0
-    assert row["survival_at_20"] == 0.0  # the KM curve reached 0: estimable, and 0
+    assert row["survival_at_20"] == 0.0 and row["km_survival_at_20"] == 0.0  # KM reached 0: estimable, and 0
     censored = episodes([("m", "a", "s0", "A", 3, "SURVIVAL", [], 0.0, 0.0),
                          ("m", "a", "s1", "A", 2, "CONFLICT", ["fact"], 0.0, 0.0)])
     (row,) = summary_table(censored).iter_rows(named=True)
-    assert row["share_active_at_20"] == 0.0 and row["survival_at_20"] is None  # KM not estimable past turn 3
+    assert row["share_active_at_20"] == 0.0 and row["km_survival_at_20"] is None  # KM not estimable past turn 3
+    assert row["survival_at_20"] == 0.0  # the headline (reference): no episode has 20 turns
 
 
 def test_summary_table_hand_computed():
@@ -86,11 +87,12 @@ def test_summary_table_hand_computed():
     assert b["trajectory_pct"] == pytest.approx(43.75) and b["satisfied_pct"] == pytest.approx(50.0)
     assert (b["pct_fact_conflict"], b["pct_commitment_conflict"], b["pct_player_input_conflict"]) == (25.0, 25.0, 25.0)
     assert (b["pct_conflict"], b["pct_survival"], b["pct_invalid"]) == (50.0, 25.0, 25.0)
-    assert b["survival_at_20"] is None  # nobody observed through turn 20
+    assert b["km_survival_at_20"] is None and b["survival_at_20"] == 0.0  # nobody observed through turn 20
     assert (b["n_active_at_20"], b["share_active_at_20"]) == (0, 0.0)
     assert (b["n_conflict"], b["n_survival"], b["n_success"]) == (2, 1, 0)
     m = out["memory+adversarial"]
-    assert m["survival_at_20"] == pytest.approx(0.75 * (2 / 3))  # events at 5 (4 at risk) and 20 (3 at risk)
+    assert m["km_survival_at_20"] == pytest.approx(0.75 * (2 / 3))  # events at 5 (4 at risk) and 20 (3 at risk)
+    assert m["survival_at_20"] == 0.75  # headline: 3 of 4 episodes have turn count >= 20 (SUCCESS at 5 left)
     assert (m["n_active_at_20"], m["share_active_at_20"]) == (3, 0.75)  # 20, 25, 30 played turn 20
     assert m["pct_success"] == 25.0 and m["n_success"] == 1
 
@@ -100,8 +102,10 @@ def test_survival_table_per_cell_and_turn():
                    enumerate([(1, "CONFLICT"), (2, "CONFLICT"), (2, "SUCCESS"), (3, "CONFLICT"), (4, "SURVIVAL")])])
     st = survival_table(df, t_max=4)
     assert st["turn"].to_list() == [0, 1, 2, 3, 4]
-    assert st["survival"].to_list() == pytest.approx([1.0, 0.8, 0.6, 0.3, 0.3])
-    assert st["raw_share_active"].to_list() == pytest.approx([1.0, 1.0, 0.8, 0.4, 0.2])
+    assert st["km_survival"].to_list() == pytest.approx([1.0, 0.8, 0.6, 0.3, 0.3])
+    # the headline, as the reference's metrics.survival_curve: share with turn count >= t
+    assert st["survival"].to_list() == pytest.approx([1.0, 1.0, 0.8, 0.4, 0.2])
+    assert st["raw_share_active"].to_list() == st["survival"].to_list()
     assert st["n_active"].to_list() == [5, 5, 4, 2, 1]
     assert st["at_risk"].to_list() == [5, 5, 4, 2, 1]
 
@@ -150,3 +154,40 @@ def test_survival_plot_is_written(tmp_path):
                    for i, d in enumerate([1, 2, 3, 3])])
     path = plot_survival(survival_table(df, t_max=3), tmp_path / "km.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table_2_pairwise_auditor_correlations_come_from_the_live_ablation_episodes():
+    """The paper's Table 2 pairs auditors by Pearson and Spearman correlation; here per metric, the live
+    episodes of the ablation cell matched on spec."""
+    from scipy import stats
+
+    from wse_platform.metrics.ncp import auditor_ablation_table
+    a_turns, b_turns = [1, 2, 3, 4, 8], [2, 4, 5, 9, 9]
+    df = episodes([("m", "x", f"s{i}", a, d, "CONFLICT", ["fact"], 0.1 * d, 0.0)
+                   for a, turns in (("A", a_turns), ("B", b_turns)) for i, d in enumerate(turns)])
+    rows = auditor_ablation_table(df).to_dicts()
+    assert [r["auditor_id"] for r in rows if r["row_type"] == "auditor"] == ["A", "B"]
+    (turns,) = [r for r in rows if r["row_type"] == "correlation" and r["metric"] == "turns"]
+    assert (turns["auditor_id"], turns["auditor_b"], turns["n_environments"]) == ("A", "B", 5)
+    assert turns["pearson_r"] == pytest.approx(stats.pearsonr(a_turns, b_turns).statistic)
+    assert turns["spearman_rho"] == pytest.approx(stats.spearmanr(a_turns, b_turns).statistic)
+    assert (turns["model"], turns["arch"]) == ("m", "x")
+
+
+def test_table_5_puts_each_models_episode_next_to_the_human_sessions_on_the_spec_a_human_played():
+    from wse_platform.metrics.ncp import human_baseline_table
+    df = episodes([("gpt", "baseline+adversarial", "movie52", "A", 2, "CONFLICT", ["fact", "commitment"], 1 / 13, 0.1),
+                   ("gpt", "baseline+adversarial", "movie9", "A", 5, "CONFLICT", ["fact"], 0.0, 0.0),
+                   ("human", "human+adversarial", "movie52", "A", 19, "SUCCESS", [], 1.0, 0.58),
+                   ("human", "human+adversarial", "movie52", "A", 100, "SURVIVAL", [], 5 / 13, 0.08)])
+    df = df.with_columns(pl.Series("nodes_completed", [1, 0, 13, 5]), pl.Series("nodes_total", [13, 9, 13, 13]),
+                         pl.Series("commitments_satisfied", [1, 0, 7, 1]),
+                         pl.Series("commitments_total", [12, 4, 12, 12]),
+                         pl.Series("generation_version", ["g", "g", "ncp-play:resolve-all", "ncp-play:max"]))
+    rows = human_baseline_table(df).to_dicts()
+    assert [(r["model"], r["turns"], r["traj"], r["sati"], r["status"], r["failure_mode"]) for r in rows] == [
+        ("gpt", 2, "1/13", "1/12", "FAILURE", "Commitment + fact conflict"),
+        ("human", 100, "5/13", "1/12", "SURVIVED", None),
+        ("human", 19, "13/13", "7/12", "SUCCESS", None)]
+    assert {r["session"] for r in rows if r["model"] == "human"} == {"resolve-all", "max"}
+    assert all(r["spec_id"] == "movie52" for r in rows)  # movie9 had no human session

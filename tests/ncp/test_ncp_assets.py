@@ -61,3 +61,98 @@ def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
     surv = wh.query("SELECT turn, n_active, raw_share_active FROM ncp_survival ORDER BY turn").to_dicts()
     assert [(r["turn"], r["n_active"]) for r in surv] == [(0, 1), (1, 1), (2, 1)]
     assert (tmp_path / "artifacts" / "ncp" / "survival.png").exists()
+
+
+def test_an_episode_without_a_result_is_listed_apart_and_played_again_by_the_next_run(tmp_path, monkeypatch):
+    """A call still failing after retries: the episode is in ncp_failed_episodes (role, reason), not in
+    ncp_episodes; the next run of the cell plays it again, with fresh attempts past the cached failures."""
+    import wse_platform.llm as llm_mod
+    from assets.partitions import cell_key
+    from wse_platform.llm import ScriptedBackend
+    from wse_platform.warehouse import Warehouse
+
+    script, broken = Script(), {"narrator": True}
+
+    def answer(call):
+        if call.role == "ncp.narrator" and broken["narrator"]:
+            return ["The story goes on (not JSON)."] * call.n
+        if call.role == "ncp.commitment_status":
+            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
+            return [statuses(ids=tuple(ids))] * call.n
+        return script(call)
+
+    backend = ScriptedBackend(answer, namespace="ncp-failed-test")
+    base = llm_mod.LLMClient
+
+    class ScriptedClient(base):
+        def __init__(self, settings, *args, **kwargs):
+            kwargs["backends"] = {"smollm2": backend}
+            super().__init__(settings, *args, **kwargs)
+
+    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
+           "artifacts_dir": str(tmp_path / "artifacts"),
+           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
+           "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
+                   "auditor": {"model": "smollm2"}, "t_max": 1, "n_specs": 1}}
+    run = ncp_asset_runner(tmp_path, cfg)
+    cell = str(cell_key("smollm2", "baseline+adversarial"))
+    run({"ncp_specs"})
+    run({"ncp_episodes", "ncp_turns"}, cell)
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    assert wh.query("SELECT count(*) AS n FROM ncp_episodes")["n"][0] == 0
+    (f,) = wh.query("SELECT * FROM ncp_failed_episodes").to_dicts()
+    assert (f["role"], f["error_kind"], f["turn"], f["retry_round"]) == ("ncp.narrator", "invalid_json", 1, 0)
+    assert "not JSON" in f["message"]
+
+    broken["narrator"] = False  # the provider answers properly now; attempts 1-3 are cached failures
+    run({"ncp_episodes", "ncp_turns"}, cell)
+    (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
+    assert ep["termination"] == "SURVIVAL" and ep["turns"] == 1
+    assert wh.query("SELECT count(*) AS n FROM ncp_failed_episodes")["n"][0] == 0
+
+
+def test_changing_the_in_loop_auditor_adds_cells_instead_of_overwriting_them(tmp_path, monkeypatch):
+    """Table 1 (one auditor) and Tables 3-4 (another) coexist: the in-loop auditor is part of the cell's key."""
+    import wse_platform.llm as llm_mod
+    from assets.partitions import cell_key
+    from wse_platform.llm import ScriptedBackend
+    from wse_platform.warehouse import Warehouse
+
+    script = Script()
+
+    def answer(call):
+        if call.role == "ncp.commitment_status":
+            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
+            return [statuses(ids=tuple(ids))] * call.n
+        return script(call)
+
+    backend = ScriptedBackend(answer, namespace="ncp-auditor-key-test")
+    base = llm_mod.LLMClient
+
+    class ScriptedClient(base):
+        def __init__(self, settings, *args, **kwargs):
+            kwargs["backends"] = {"smollm2": backend}
+            super().__init__(settings, *args, **kwargs)
+
+    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
+           "artifacts_dir": str(tmp_path / "artifacts"),
+           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
+           "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
+                   "auditor": {"model": "smollm2"}, "t_max": 1, "n_specs": 1}}
+    cell = str(cell_key("smollm2", "baseline+adversarial"))
+    run = ncp_asset_runner(tmp_path, cfg)
+    run({"ncp_specs"})
+    run({"ncp_episodes", "ncp_turns"}, cell)
+    cfg["ncp"]["auditor"] = {"model": "smollm2", "count": 3}  # another auditor configuration
+    run = ncp_asset_runner(tmp_path, cfg)
+    run({"ncp_episodes", "ncp_turns"}, cell)
+    run({"ncp_reaudit_episodes", "ncp_reaudit_turns"}, cell)
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    eps = wh.query("SELECT auditor_id FROM ncp_episodes ORDER BY auditor_id")["auditor_id"].to_list()
+    assert eps == ["ncp.auditor:smollm2:v1:x1", "ncp.auditor:smollm2:v1:x3"]
+    turns = wh.query("SELECT auditor_id, count(*) AS n FROM ncp_turns GROUP BY 1 ORDER BY 1").to_dicts()
+    assert [t["auditor_id"] for t in turns] == eps and turns[0]["n"] == turns[1]["n"] == 2
+    # the re-audit replays only the transcript of today's in-loop auditor (one episode, not two)
+    assert wh.query("SELECT count(*) AS n FROM ncp_reaudit_episodes")["n"][0] == 1

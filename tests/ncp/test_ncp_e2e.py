@@ -8,10 +8,10 @@ import pytest
 def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     """1 spec, 1 turn on SmolLM2-135M: episodes, re-audit (in-loop auditor, answered from the
     cache) and every NCP table materialize. Outcomes of a 135M model are poor; we check shape
-    and the replay invariants, not quality. On the shortest spec (movie26) with one attempt the
-    adversarial player rambles past its 256 tokens, so the episode ends INVALID at turn 1 and the
-    replay censors it; the audit order and inputs are pinned on the scripted backend
-    (test_episode.py), and a spec whose player answers (movie48) costs ~2.5 min more here."""
+    and the replay invariants, not quality. On the shortest spec (movie26) the adversarial player
+    rambles past its 256 tokens (kept, cut, as the reference keeps it); a call that still fails
+    after retries leaves the episode without a result (ncp_failed_episodes), as in the reference.
+    The audit order and inputs are pinned on the scripted backend (test_episode.py)."""
     pytest.importorskip("llama_cpp")
     import yaml
 
@@ -36,19 +36,22 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     run({"ncp_summary", "ncp_survival", "ncp_auditor_sensitivity", "ncp_genre"})
 
     wh = Warehouse(tmp_path / "wh.duckdb")
-    (ep,) = wh.query("SELECT * FROM ncp_episodes").to_dicts()
-    assert ep["termination"] in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID") and 0 <= ep["turns"] <= 1
-    assert (ep["invalid_role"] is not None) == (ep["termination"] == "INVALID")
+    eps = wh.query("SELECT * FROM ncp_episodes").to_dicts()
+    failed = wh.query("SELECT * FROM ncp_failed_episodes").to_dicts()
+    assert len(eps) + len(failed) == 1  # a result, or listed without one (never both)
+    fresh = wh.query("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND NOT cache_hit", [replay.run_id])
+    assert fresh["n"][0] == 0  # the replay was answered entirely from the cache
+    if failed:
+        (f,) = failed
+        assert f["role"] and f["error_kind"] and f["message"]
+        assert wh.query("SELECT count(*) AS n FROM ncp_turns")["n"][0] == 0
+        return
+    (ep,) = eps
+    assert ep["termination"] in ("CONFLICT", "SUCCESS", "SURVIVAL") and 0 <= ep["turns"] <= 1
     turns = wh.query("SELECT * FROM ncp_turns ORDER BY turn").to_dicts()
     assert turns[0]["turn"] == 0 and all(t["llm_call_ids"] for t in turns)
     (re,) = wh.query("SELECT * FROM ncp_reaudit_episodes").to_dicts()
-    assert re["turns"] == ep["turns"]  # same auditor, same transcript → same censoring point
-    # a failed player/narrator call leaves a shorter transcript, which the replay censors
-    generation_failed = ep["termination"] == "INVALID" and ep["invalid_role"] in (
-        "ncp.player_adversarial", "ncp.narrator", "ncp.narrator_opening", "ncp.memory_hiagent", "ncp.memory_summary")
-    assert re["termination"] == ("CENSORED" if generation_failed else ep["termination"])
-    fresh = wh.query("SELECT count(*) AS n FROM llm_calls WHERE run_id = ? AND NOT cache_hit", [replay.run_id])
-    assert fresh["n"][0] == 0  # the replay was answered entirely from the cache
+    assert (re["turns"], re["termination"]) == (ep["turns"], ep["termination"])  # same auditor, same transcript
     assert wh.query("SELECT count(*) AS n FROM ncp_summary")["n"][0] == 1
     assert wh.query("SELECT turn FROM ncp_survival ORDER BY turn")["turn"].to_list() == [0, 1]
     assert wh.query("SELECT count(*) AS n FROM ncp_genre")["n"][0] == 1

@@ -36,7 +36,7 @@ def test_human_narrator_plays_is_written_and_resumes_after_interrupt(settings, t
     assert first.result is None and first.human_answers == 2  # input ran out at turn 2: like Ctrl-C
     shown = out1.getvalue()
     assert f"===== {ROLE_OPENING} =====" in shown and f"===== {ROLE_NARRATOR} =====" in shown
-    assert "Lane opens the vault with the key." in shown  # the human narrator sees the trajectory
+    assert "Lane searches the manor hall." in shown  # the human narrator sees what a model narrator sees
     assert "I try move number 1." in shown and "run the same command again to resume" in shown
     assert wh.query("SELECT count(*) AS n FROM ncp_episodes")["n"][0] == 0
 
@@ -53,6 +53,12 @@ def test_human_narrator_plays_is_written_and_resumes_after_interrupt(settings, t
     texts = wh.query("SELECT narrator_text FROM ncp_turns ORDER BY turn")["narrator_text"].to_list()
     assert texts == ["You wake in the manor hall.", "The butler glares at you.", "A clock strikes midnight.",
                      "Dust falls from the rafters."]
+    # another human's session on the same spec is kept beside this one (Table 5 lists both)
+    other = play(settings, spec, "narrator", answers("Fog.", "Rain.", "Wind.", "Snow."), io.StringIO(),
+                 backends={"m": ScriptedBackend(Script(), namespace="play-llm")}, warehouse=wh, session="second")
+    assert other.result is not None
+    assert sorted(wh.query("SELECT generation_version FROM ncp_episodes")["generation_version"].to_list()) == [
+        "ncp-play:movie52-narrator", "ncp-play:second"]
 
 
 def test_human_player_types_the_inputs(settings, tmp_path):

@@ -80,16 +80,58 @@ def test_missing_top_level_list(tmp_path):
 
 
 def test_bad_ids(tmp_path):
+    """As the reference loader: a duplicate id is an error; an id out of sequence or of another form is
+    accepted, with a warning."""
     data = good_spec()
     data["trajectory"][1]["id"] = "s_5"      # out of sequence (and s_5 does not exist: not a mention)
-    data["initial_facts"][1]["id"] = "fact1"  # malformed
+    data["initial_facts"][1]["id"] = "fact1"  # another form
     data["commitments"][2]["id"] = "c_0"      # duplicate
     _, problems = load_spec_file(write(tmp_path, data))
-    by_key = {(p.record_id, p.field): p.message for p in problems}
+    by_key = {(p.record_id, p.field): (p.severity, p.message) for p in problems}
     assert set(by_key) == {("s_5", "id"), ("fact1", "id"), ("c_0", "id")}
-    assert by_key[("s_5", "id")].startswith("expected 's_1'")
-    assert by_key[("fact1", "id")] == "malformed id 'fact1'"
-    assert by_key[("c_0", "id")] == "duplicate id in commitments"
+    assert by_key[("s_5", "id")][0] == "warning" and by_key[("s_5", "id")][1].startswith("expected 's_1'")
+    assert by_key[("fact1", "id")][0] == "warning"
+    assert by_key[("c_0", "id")] == ("error", "duplicate id in commitments")
+
+
+def test_the_loader_accepts_what_the_reference_loader_accepts_with_warnings(tmp_path):
+    data = good_spec()
+    data["initial_facts"] = [{"id": "f_0", "content": "Ana is in Lisbon."},          # no `negated`
+                             {"id": "f_2", "content": "Ana owns the key.", "negated": True}]  # a pure id gap
+    data["meta"]["genres"] = ["Crime"]                                                # one genre
+    data["commitments"] = []                                                          # no commitments
+    data["trajectory"][0]["mood"] = "tense"                                           # an extra key
+    data["notes"] = "draft"
+    spec, problems = load_spec_file(write(tmp_path, data))
+    assert spec is not None and all(p.severity == "warning" for p in problems)
+    assert {("f_0", "negated"), ("f_2", "id"), ("meta", "genres"), ("(document)", "commitments"),
+            ("s_0", "mood"), ("(document)", "notes")} <= problem_keys(problems)
+    assert spec.initial_facts[0].negated is False and spec.primary_genre == "Crime" and spec.commitments == []
+
+
+REJECTED = [
+    (lambda d: d["initial_facts"][0].update(negated="no"), ("f_0", "negated")),       # not a boolean
+    (lambda d: d["commitments"][0].update(type="gate"), ("c_0", "type")),             # unknown commitment type
+    (lambda d: d["trajectory"][0].update(id="s_1"), ("s_1", "id")),                  # duplicate id
+    (lambda d: d["trajectory"][2].update(key_delta=" "), ("s_2", "key_delta")),      # blank text
+    (lambda d: d["meta"].pop("title"), ("meta", "title")),                            # missing text
+    (lambda d: d.update(commitments={"c_0": 1}), ("(document)", "commitments")),      # not a list
+    (lambda d: d["meta"].update(genres=["Crime", 3]), ("meta", "genres.1")),          # not a string
+    (lambda d: d["meta"].update(id="movie78"), ("meta", "id")),                       # unlike the file name
+    # the one deliberate difference: a mention of a node the spec does not have
+    (lambda d: d["commitments"][0].update(description="Plan at s_9."), ("c_0", "description")),
+]
+
+
+def test_the_loader_rejects_what_the_reference_loader_rejects_and_nothing_more(tmp_path):
+    """Each change below is rejected by the reference loader, and here; a pure id gap next to it is not."""
+    for change, key in REJECTED:
+        data = good_spec()
+        data["initial_facts"][1]["id"] = "f_5"  # a pure id gap: accepted (a warning) by both loaders
+        change(data)
+        spec, problems = load_spec_file(write(tmp_path, data))
+        errors = {(p.record_id, p.field) for p in problems if p.severity == "error"}
+        assert spec is None and key in errors and ("f_5", "id") not in errors, key
 
 
 def test_unknown_type(tmp_path):

@@ -1,10 +1,16 @@
-"""NCP-Bench metrics: Table 1 summary, Kaplan–Meier survival, auditor sensitivity, genre table.
+"""NCP-Bench metrics: Table 1 summary, survival, auditor sensitivity, genre table.
 
 Input frames have the `ncp_episodes` columns (one row per episode: model, arch, spec_id,
 auditor_id, turns, termination, conflict_kinds, trajectory_progress,
-commitments_satisfied_share). Survival: an episode "dies" at the turn of a confirmed
-CONFLICT; SUCCESS, SURVIVAL, INVALID (and CENSORED re-audits) are right-censored at
-their last completed turn. KM estimates come from lifelines.
+commitments_satisfied_share). `turns` is the reference's turn count: the turns played,
+the conflict turn included (the opening is not a turn).
+
+Headline survival is the reference's (`metrics.py` of NLP2CT/NCP-Bench): survival at t = share of
+the episodes whose turn count is >= t, so an episode that ends by SUCCESS leaves the curve as one
+that ends by CONFLICT does (`survival`, `survival_at_20`; Figure 4 and model_scorecard use it).
+Kaplan–Meier (lifelines; CONFLICT the event, the other endings right-censored at their last turn)
+is kept as a secondary, clearly named estimate (`km_survival`, `ci_lower`/`ci_upper`,
+`km_survival_at_20`). Episodes without a result (ncp_failed_episodes) are in no denominator.
 """
 from __future__ import annotations
 
@@ -67,8 +73,13 @@ def raw_share_active(turns: Sequence[int], t: int) -> float:
     return n_active(turns, t) / len(turns) if len(turns) else float("nan")
 
 
+def share_surviving_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | None:
+    """The headline (the reference's survival at t): share of episodes with turn count >= t; None without episodes."""
+    return None if episodes.is_empty() else raw_share_active(episodes["turns"].to_list(), t)
+
+
 def survival_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | None:
-    """KM S(t); None when it is not estimable: no episode observed through turn t and the curve
+    """Secondary: KM S(t); None when it is not estimable: no episode observed through turn t and the curve
     has not already reached 0 (e.g. demo runs censored at T_max < t)."""
     if episodes.is_empty():
         return None
@@ -79,7 +90,8 @@ def survival_at(episodes: pl.DataFrame, t: int = SURVIVAL_HORIZON) -> float | No
 
 
 def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataFrame:
-    """One row per cell × auditor × turn 0..t_max: KM survival, CI, at-risk, raw share active."""
+    """One row per cell × auditor × turn 0..t_max: the headline survival (share with turn count >= t,
+    also `raw_share_active`), and the Kaplan–Meier estimate with its CI and at-risk count."""
     rows = []
     for key, g in _groups(episodes):
         horizon = t_max if t_max is not None else int(g["turns"].max())
@@ -87,11 +99,12 @@ def survival_table(episodes: pl.DataFrame, t_max: int | None = None) -> pl.DataF
         km = kaplan_meier(g["turns"].to_list(), (g["termination"] == "CONFLICT").to_list(), times)
         turns = g["turns"].to_list()
         for k in km:
-            rows.append({**key, **k, "n_active": n_active(turns, k["turn"]),
-                         "raw_share_active": raw_share_active(turns, k["turn"]), "n_episodes": g.height})
+            share = raw_share_active(turns, k["turn"])
+            rows.append({**key, **k, "survival": share, "km_survival": k["survival"],
+                         "n_active": n_active(turns, k["turn"]), "raw_share_active": share, "n_episodes": g.height})
     schema = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, "turn": pl.Int64, "survival": pl.Float64,
               "ci_lower": pl.Float64, "ci_upper": pl.Float64, "at_risk": pl.Int64, "n_active": pl.Int64,
-              "raw_share_active": pl.Float64, "n_episodes": pl.Int64}
+              "raw_share_active": pl.Float64, "n_episodes": pl.Int64, "km_survival": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -126,7 +139,8 @@ def cell_metrics(g: pl.DataFrame) -> dict[str, Any]:
     for t in ("CONFLICT", "SUCCESS", "SURVIVAL", "INVALID", "CENSORED"):
         out[f"pct_{t.lower()}"] = 100.0 * term.count(t) / n
         out[f"n_{t.lower()}"] = term.count(t)
-    out["survival_at_20"] = survival_at(g, SURVIVAL_HORIZON)
+    out["survival_at_20"] = share_surviving_at(g, SURVIVAL_HORIZON)
+    out["km_survival_at_20"] = survival_at(g, SURVIVAL_HORIZON)
     out["n_active_at_20"] = n_active(g["turns"].to_list(), SURVIVAL_HORIZON)
     out["share_active_at_20"] = raw_share_active(g["turns"].to_list(), SURVIVAL_HORIZON)
     out.update(_word_stats(g))
@@ -164,7 +178,7 @@ _METRIC_SCHEMA = {"n_episodes": pl.Int64, "avg_turns": pl.Float64, "trajectory_p
                   "n_censored": pl.Int64, "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64,
                   "share_active_at_20": pl.Float64, "narrator_words_mean": pl.Float64,
                   "narrator_over_limit_pct": pl.Float64, "player_words_mean": pl.Float64,
-                  "player_over_limit_pct": pl.Float64}
+                  "player_over_limit_pct": pl.Float64, "km_survival_at_20": pl.Float64}
 _SUMMARY_SCHEMA = {"model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA}
 
 
@@ -186,6 +200,23 @@ def correlations(a: Sequence[float], b: Sequence[float]) -> dict[str, float | No
             "spearman_rho": float(sr.statistic), "spearman_p": float(sr.pvalue)}
 
 
+def pair_correlations(episodes: pl.DataFrame, env: list[str]) -> list[dict[str, Any]]:
+    """For each auditor pair and metric: Pearson and Spearman correlations of the per-episode values,
+    episodes matched on `env` (the same environment judged by the two auditors)."""
+    rows: list[dict[str, Any]] = []
+    auditors = sorted(set(episodes["auditor_id"].to_list())) if not episodes.is_empty() else []
+    for i, a in enumerate(auditors):
+        for b in auditors[i + 1:]:
+            ea = episodes.filter(pl.col("auditor_id") == a)
+            eb = episodes.filter(pl.col("auditor_id") == b)
+            joined = ea.join(eb, on=env, suffix="_b").sort(env)
+            for metric in CORRELATED_METRICS:
+                c = correlations(joined[metric].to_list(), joined[f"{metric}_b"].to_list())
+                rows.append({"row_type": "correlation", "auditor_id": a, "auditor_b": b, "metric": metric,
+                             "n_environments": joined.height, **c})
+    return rows
+
+
 def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
     """Re-audit analysis (the second, cheaper counterpart of Table 2): stored transcripts replayed
     by several auditor configurations. The paper's Table 2 itself is `auditor_ablation_table`.
@@ -198,41 +229,79 @@ def auditor_sensitivity(episodes: pl.DataFrame) -> pl.DataFrame:
     rows: list[dict[str, Any]] = []
     for key, g in _groups(episodes, ["auditor_id"]):
         rows.append({"row_type": "auditor", "auditor_id": key["auditor_id"], **cell_metrics(g)})
-    auditors = sorted(set(episodes["auditor_id"].to_list())) if not episodes.is_empty() else []
-    env = ["model", "arch", "spec_id"]
-    for i, a in enumerate(auditors):
-        for b in auditors[i + 1:]:
-            ea = episodes.filter(pl.col("auditor_id") == a)
-            eb = episodes.filter(pl.col("auditor_id") == b)
-            joined = ea.join(eb, on=env, suffix="_b").sort(env)
-            for metric in CORRELATED_METRICS:
-                c = correlations(joined[metric].to_list(), joined[f"{metric}_b"].to_list())
-                rows.append({"row_type": "correlation", "auditor_id": a, "auditor_b": b, "metric": metric,
-                             "n_environments": joined.height, **c})
+    rows += pair_correlations(episodes, ["model", "arch", "spec_id"])
     schema = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, **_METRIC_SCHEMA, "auditor_b": pl.Utf8,
               "metric": pl.Utf8, "n_environments": pl.Int64, "pearson_r": pl.Float64, "pearson_p": pl.Float64,
               "spearman_rho": pl.Float64, "spearman_p": pl.Float64}
     return pl.DataFrame(rows, schema=schema)
 
 
-ABLATION_SCHEMA = {"auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "n_episodes": pl.Int64,
+ABLATION_SCHEMA = {"row_type": pl.Utf8, "auditor_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8,
+                   "n_episodes": pl.Int64,
                    "avg_turns": pl.Float64, "trajectory_pct": pl.Float64, "satisfied_pct": pl.Float64,
                    "pct_fact_conflict": pl.Float64, "pct_commitment_conflict": pl.Float64,
                    "pct_player_input_conflict": pl.Float64, "n_succ": pl.Int64, "n_success": pl.Int64,
                    "n_survival": pl.Int64, "n_conflict": pl.Int64, "n_invalid": pl.Int64,
-                   "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64, "share_active_at_20": pl.Float64}
+                   "survival_at_20": pl.Float64, "n_active_at_20": pl.Int64, "share_active_at_20": pl.Float64,
+                   "km_survival_at_20": pl.Float64, "auditor_b": pl.Utf8, "metric": pl.Utf8,
+                   "n_environments": pl.Int64, "pearson_r": pl.Float64, "pearson_p": pl.Float64,
+                   "spearman_rho": pl.Float64, "spearman_p": pl.Float64}
 
 
 def auditor_ablation_table(episodes: pl.DataFrame) -> pl.DataFrame:
     """Paper Table 2 as run: one row per in-loop auditor of the live ablation cell (never pooled
-    over cells). `n_succ` is the paper's Succ.: runs that reached T_max or satisfied every
-    achievement commitment (`n_survival` + `n_success`)."""
-    rows = []
+    over cells; `row_type` 'auditor'). `n_succ` is the paper's Succ.: runs that reached T_max or
+    satisfied every achievement commitment (`n_survival` + `n_success`). Rows `row_type`
+    'correlation': the paper's pairwise Pearson / Spearman correlations between auditors, per
+    metric (turns, trajectory progress, satisfied share), episodes of the same cell matched on spec."""
+    rows: list[dict[str, Any]] = []
     for key, g in _groups(episodes, ["auditor_id", "model", "arch"]):
         m = cell_metrics(g)
-        rows.append({**key, **{k: m[k] for k in ABLATION_SCHEMA if k in m},
+        rows.append({"row_type": "auditor", **key, **{k: m[k] for k in ABLATION_SCHEMA if k in m},
                      "n_succ": m["n_success"] + m["n_survival"]})
+    for key, g in _groups(episodes, ["model", "arch"]):
+        rows += [{**r, **key} for r in pair_correlations(g, ["spec_id"])]
     return pl.DataFrame(rows, schema=ABLATION_SCHEMA)
+
+
+# ---- Table 5: the human narrator baseline --------------------------------------------------------
+
+HUMAN_MODEL = "human"  # `wse ncp play --as narrator` writes its episodes with this model name
+STATUS = {"SUCCESS": "SUCCESS", "SURVIVAL": "SURVIVED", "CONFLICT": "FAILURE"}
+TABLE5_SCHEMA = {"spec_id": pl.Utf8, "model": pl.Utf8, "arch": pl.Utf8, "auditor_id": pl.Utf8, "session": pl.Utf8,
+                 "turns": pl.Int64, "nodes_completed": pl.Int64, "nodes_total": pl.Int64,
+                 "commitments_satisfied": pl.Int64, "commitments_total": pl.Int64, "traj": pl.Utf8, "sati": pl.Utf8,
+                 "status": pl.Utf8, "failure_mode": pl.Utf8}
+
+
+def failure_mode(kinds: Sequence[str]) -> str | None:
+    """"Fact conflict", "Commitment + fact conflict", ... (the paper's wording of the confirmed kinds)."""
+    order = ["commitment", "fact", "player_input"]
+    names = [k.replace("_", "-") for k in order if k in kinds]
+    return (" + ".join(names) + " conflict").capitalize() if names else None
+
+
+def human_baseline_table(episodes: pl.DataFrame) -> pl.DataFrame:
+    """Paper Table 5: on every spec a human narrated (`wse ncp play --as narrator`), each model's
+    episode on that spec and each human session: turns, nodes reached / total, commitments
+    satisfied / total, SUCCESS / SURVIVED / FAILURE and the failure mode."""
+    if episodes.is_empty():
+        return pl.DataFrame([], schema=TABLE5_SCHEMA)
+    human_specs = set(episodes.filter(pl.col("model") == HUMAN_MODEL)["spec_id"].to_list())
+    rows = []
+    for r in episodes.filter(pl.col("spec_id").is_in(sorted(human_specs))).iter_rows(named=True):
+        human = r["model"] == HUMAN_MODEL
+        rows.append({"spec_id": r["spec_id"], "model": r["model"], "arch": r["arch"], "auditor_id": r["auditor_id"],
+                     "session": (r.get("generation_version") or "").removeprefix("ncp-play:") if human else None,
+                     "turns": r["turns"], "nodes_completed": r["nodes_completed"], "nodes_total": r["nodes_total"],
+                     "commitments_satisfied": r["commitments_satisfied"], "commitments_total": r["commitments_total"],
+                     "traj": f"{r['nodes_completed']}/{r['nodes_total']}",
+                     "sati": f"{r['commitments_satisfied']}/{r['commitments_total']}",
+                     "status": STATUS.get(r["termination"], r["termination"]),
+                     "failure_mode": failure_mode(_kinds(r["conflict_kinds"])) if r["termination"] == "CONFLICT"
+                     else None})
+    rows.sort(key=lambda x: (x["spec_id"], x["model"] == HUMAN_MODEL, x["model"], x["arch"], x["session"] or ""))
+    return pl.DataFrame(rows, schema=TABLE5_SCHEMA)
 
 
 # ---- Table 7: genres -----------------------------------------------------------------------------

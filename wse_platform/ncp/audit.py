@@ -34,7 +34,7 @@ from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.schemas import CONFLICT_KINDS, Conflict, ConflictReport, FactDiff, NodeAssessment
 
 if TYPE_CHECKING:
-    from wse_platform.ncp.episode import EpisodeRun
+    from wse_platform.ncp.state import EpisodeRun
 
 
 def dump(obj: Any) -> str:
@@ -80,22 +80,31 @@ def audit_openings(client: Any, prompter: Prompter, items: list[tuple["EpisodeRu
 def _kept_conflicts(reviews: list[Any]) -> list[Conflict]:
     """Conflicts kept by a strict majority of the reviews, keyed by (kind, target id)."""
     k = len(reviews)
-    tally = Counter(key for rv in reviews for key in {c.key for c in rv.conflicts})
+    tally = Counter(key for rv in reviews for key in {c.key for c in rv.standing})
     kept: dict[tuple[str, str], Conflict] = {}
     for rv in reviews:
-        for c in rv.conflicts:
+        for c in rv.standing:
             if tally[c.key] * 2 > k and c.key not in kept:
                 kept[c.key] = c
     return list(kept.values())
 
 
+def _c(c: Any) -> dict[str, str]:
+    """A conflict in the platform's field names (the reference's `type`/`id` are `kind`/`target_id`)."""
+    return {"kind": c.kind, "target_id": c.target_id, "reason": c.reason}
+
+
+def _review(rv: Any) -> dict[str, Any]:
+    return {**rv.model_dump(), "conflicts": [_c(c) for c in rv.conflicts], "standing": [_c(c) for c in rv.standing]}
+
+
 def _report_json(report: ConflictReport, reviews: list[Any] | None, kept: list[Conflict]) -> str:
     return dump({
-        "counts": report.counts(), "conflicts": [c.model_dump() for c in report.conflicts],
+        "counts": report.counts(), "conflicts": [_c(c) for c in report.conflicts],
         "double_checked": reviews is not None,
-        "reviews": [rv.model_dump() for rv in reviews] if reviews is not None else None,
+        "reviews": [_review(rv) for rv in reviews] if reviews is not None else None,
         "review_reason": " | ".join(rv.review_reason for rv in reviews) if reviews else None,
-        "kept": [c.model_dump() for c in kept], "confirmed": bool(kept),
+        "kept": [_c(c) for c in kept], "confirmed": bool(kept),
         "confirmed_counts": {k: sum(c.kind == k for c in kept) for k in CONFLICT_KINDS},
     })
 

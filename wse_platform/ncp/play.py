@@ -113,13 +113,21 @@ def play(settings: Any, spec: NarrativeSpec, as_: str, stdin: TextIO, stdout: Te
     except KeyboardInterrupt:
         stdout.write("\nStopped. The finished turns are saved; run the same command again to resume.\n")
         return PlayOutcome(None, human.asked)
+    if not result.episode_rows():  # a call still failed after retries: no result, as in the reference
+        (f,) = result.failed_rows()
+        stdout.write(f"\nNo result: {f['role']} failed at turn {f['turn']} ({f['message']}); run the same "
+                     "command again to retry.\n")
+        return PlayOutcome(result, human.asked)
     (ep,) = result.episode_rows()
     stdout.write(f"\nEpisode over: {ep['termination']} after {ep['turns']} turns; nodes {ep['nodes_completed']}/"
                  f"{ep['nodes_total']}, commitments satisfied {ep['commitments_satisfied']}/"
                  f"{ep['commitments_total']}.\n")
     if warehouse is not None:
         key = {"model": ep["model"], "arch": ep["arch"], "spec_id": ep["spec_id"]}
-        warehouse.replace_partition("ncp_episodes", episode_frame(result.episode_rows()), key)
+        # one episode row per session: two humans' sessions on a spec (Table 5's resolve-all and max-survival)
+        # coexist; ncp_turns keeps the transcript of the latest session (it has no session column)
+        warehouse.replace_partition("ncp_episodes", episode_frame(result.episode_rows()),
+                                    {**key, "generation_version": ep["generation_version"]})
         warehouse.replace_partition("ncp_turns", turn_frame(result.turn_rows()), key)
     return PlayOutcome(result, human.asked)
 

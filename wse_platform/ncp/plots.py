@@ -10,7 +10,8 @@ from wse_platform.plotting import no_data_note, whole_number_ticks
 
 
 def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Bench: episodes without a confirmed conflict") -> Path:
-    """One panel per auditor; one colour per model × arch. Returns the PNG path."""
+    """One panel per auditor; one colour per model × arch: the headline survival (share of episodes whose
+    turn count is >= t, solid) and the secondary Kaplan–Meier estimate with its CI (dotted). Returns the PNG path."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -25,17 +26,18 @@ def plot_survival(survival: pl.DataFrame, path: str | Path, title: str = "NCP-Be
         for (model, arch), g in (sub.group_by(["model", "arch"], maintain_order=True) if not sub.is_empty() else []):
             g = g.sort("turn")
             line, = ax.step(g["turn"], g["survival"], where="post", label=f"{model} / {arch}")
-            lo = g["ci_lower"].fill_null(g["survival"])
-            hi = g["ci_upper"].fill_null(g["survival"])
-            ax.fill_between(g["turn"].to_list(), lo.to_list(), hi.to_list(), step="post", alpha=0.15,
-                            color=line.get_color())
-            ax.plot(g["turn"], g["raw_share_active"], linestyle=":", color=line.get_color(), alpha=0.8)
+            km = g["km_survival"] if "km_survival" in g.columns else None
+            if km is not None and km.drop_nulls().len():
+                lo, hi = g["ci_lower"].fill_null(km), g["ci_upper"].fill_null(km)
+                ax.fill_between(g["turn"].to_list(), lo.to_list(), hi.to_list(), step="post", alpha=0.12,
+                                color=line.get_color())
+                ax.step(g["turn"], km, where="post", linestyle=":", color=line.get_color(), alpha=0.8)
         if sub.is_empty():
             no_data_note(ax, "no audited episode", hide_axes=False)
         ax.set_title(auditor, fontsize=9)
         ax.set_xlabel("turn")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # turns are whole numbers
-        ax.set_ylabel("survival (KM, solid) / share active at t, turns >= t (dotted)")
+        ax.set_ylabel("survival: share with turns >= t (solid) / Kaplan–Meier (dotted)")
         ax.set_ylim(-0.02, 1.02)
         if not sub.is_empty():
             ax.legend(fontsize=7, loc="lower left")

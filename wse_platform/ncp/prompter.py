@@ -4,13 +4,13 @@
 |---|---|
 | opening | player role, current node, commitments, pre-turn facts |
 | player | player role, interaction history (visible transcript only) |
-| narrator | player role, current node, full trajectory R, commitments with conditions, pre-turn facts, pending fact updates, system response history, player input |
-| HiAgent narrator | the narrator's inputs, with its working memory in place of the history |
+| narrator | player role, current node (the full trajectory R only with `ncp.narrator_trajectory: full`), commitments with conditions, pre-turn facts, pending fact updates, system response history, player input |
+| HiAgent narrator | the narrator's inputs (the whole system response history included) plus its working memory |
 | fact update | player role, pre-turn facts, the narration |
 | conflict check | player role, system response history, player input, narration, candidate fact updates, trajectory progress (full R), current node, pre-turn facts, commitments with conditions |
 | double-check | the conflict check's inputs plus the initial report |
-| node update | player role, facts after the turn, interaction history through this turn, current node |
-| commitment status | player role, facts after the turn, interaction history, trajectory progress, all commitments |
+| node update | player role, facts after the turn, interaction history through this turn, current node's trigger and key delta (no description) |
+| commitment status | player role, facts after the turn, interaction history, trajectory progress, all commitments with satisfaction conditions (no violation conditions) |
 """
 from __future__ import annotations
 
@@ -20,36 +20,51 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from wse_platform.llm.types import LLMRequest
-from wse_platform.ncp import render
+from wse_platform.ncp import ref_format as rf
+from wse_platform.ncp import reference, render
 from wse_platform.ncp.ledger import FactLedger
 from wse_platform.ncp.render import Exchange
+from wse_platform.ncp.ref_schemas import (RefConflictReport, RefConflictReview, RefFactUpdate, RefNodeAssessment,
+                                          RefText, ref_status_model)
+from wse_platform.ncp.roles import (AUDITOR_ROLES, ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK,  # noqa: F401
+                                    ROLE_CONFLICT_CONFIRM, ROLE_DOUBLE_CHECK, ROLE_FACT_UPDATE, ROLE_HIAGENT,
+                                    ROLE_MEMORY, ROLE_NARRATOR, ROLE_NODE_UPDATE, ROLE_OPENING, ROLE_PLAYER)
 from wse_platform.ncp.schemas import (ConflictReport, ConflictReview, FactDiff, HiAgentStep, NarratorResponse,
                                       NodeAssessment, SubgoalSummary, status_update_model)
 from wse_platform.prompts import get_prompt
 
 if TYPE_CHECKING:
-    from wse_platform.ncp.episode import EpisodeRun, EpisodeSetup
     from wse_platform.ncp.memory import Subgoal
+    from wse_platform.ncp.state import EpisodeRun, EpisodeSetup
 
-ROLE_PLAYER = {"adversarial": "ncp.player_adversarial", "natural": "ncp.player_natural"}
-ROLE_OPENING = "ncp.narrator_opening"
-ROLE_NARRATOR = "ncp.narrator"
-ROLE_HIAGENT = "ncp.memory_hiagent"
-ROLE_MEMORY = "ncp.memory_summary"
-ROLE_FACT_UPDATE = "ncp.fact_update"
-ROLE_CONFLICT_CHECK = "ncp.conflict_check"
-ROLE_DOUBLE_CHECK = "ncp.conflict_double_check"
-ROLE_CONFLICT_CONFIRM = ROLE_DOUBLE_CHECK  # older name of the same role
-ROLE_NODE_UPDATE = "ncp.node_update"
-ROLE_COMMITMENT_STATUS = "ncp.commitment_status"
-AUDITOR_ROLES = (ROLE_FACT_UPDATE, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK, ROLE_NODE_UPDATE, ROLE_COMMITMENT_STATUS)
+
+REF_PLAYER = {"adversarial": "adversarial_input", "natural": "natural_input"}
 
 
 class Prompter:
-    """One instance per episode setup; every method returns one `LLMRequest`."""
+    """One instance per episode setup; every method returns one `LLMRequest`.
+
+    With `ncp.reference` set (`setup.reference`), the opening, player, baseline narrator and every
+    auditor role send the reference checkout's prompt, filled as the reference runner fills it
+    (`ref_format.py`), and parse the answer with the reference's field names (`ref_schemas.py`).
+    """
 
     def __init__(self, setup: "EpisodeSetup"):
         self.setup = setup
+        self.ref = reference.load(setup.reference) if getattr(setup, "reference", None) else None
+
+    def _ref_req(self, role: str, key: str, model: str, output_model: type[BaseModel] | None, run: "EpisodeRun",
+                 turn: int, n: int = 1, stage: str | None = None, **values: str) -> LLMRequest:
+        assert self.ref is not None
+        tags = {"spec_id": run.spec.spec_id, "arch": run.arch, "turn": str(turn)}
+        if stage:
+            tags["stage"] = stage
+        return LLMRequest(role=role, model=model, messages=self.ref.fill(key, **values), sampling=self.setup.sampling,
+                          n=n, output_model=output_model, prompt_version=f"{role}@{self.ref.version}", tags=tags)
+
+    def _ref_aud(self, role: str, key: str, output_model: type[BaseModel], run: "EpisodeRun", turn: int,
+                 n: int = 1, stage: str | None = None, **values: str) -> LLMRequest:
+        return self._ref_req(role, key, self.setup.auditor.model, output_model, run, turn, n=n, stage=stage, **values)
 
     def _req(self, role: str, model: str, version: str, output_model: type[BaseModel] | None, run: "EpisodeRun",
              turn: int, n: int = 1, stage: str | None = None, **values: Any) -> LLMRequest:
@@ -67,31 +82,53 @@ class Prompter:
 
     # ---- generation ------------------------------------------------------------------------
     def opening(self, run: "EpisodeRun") -> LLMRequest:
+        if self.ref is not None:
+            return self._ref_req(ROLE_OPENING, "opening", self.setup.narrator_model, RefText, run, 0,
+                                 player_role=rf.role(run.spec, "Player"), current_node=rf.node_block(run.spec, 0),
+                                 narrative_commitments=rf.commitments(run.spec, run.statuses, "(None)"),
+                                 pre_turn_facts=rf.facts(run.ledger))
         return self._req(ROLE_OPENING, self.setup.narrator_model, "v1", NarratorResponse, run, 0,
                          player_role=run.spec.meta.player_role,
                          current_node=render.current_node(run.spec, run.node_idx),
                          commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger))
 
     def player(self, run: "EpisodeRun", turn: int) -> LLMRequest:
-        """Only the visible transcript: never facts, commitments or trajectory nodes. Plain text."""
+        """Only the visible transcript: never facts, commitments or trajectory nodes. Plain text; an
+        input cut by the token cap is still the input (the reference checks only that it is non-empty)."""
         role = ROLE_PLAYER.get(self.setup.arch.player, ROLE_PLAYER["adversarial"])  # a human sees the same view
-        return self._req(role, self.setup.player_model, "v1", None, run, turn,
-                         player_role=run.spec.meta.player_role, history=render.interaction_history(run.history))
+        if self.ref is not None:
+            key = REF_PLAYER.get(self.setup.arch.player, REF_PLAYER["adversarial"])
+            req = self._ref_req(role, key, self.setup.player_model, None, run, turn,
+                                player_role=run.spec.meta.player_role, history_text=rf.player_history(run.history))
+        else:
+            req = self._req(role, self.setup.player_model, "v1", None, run, turn,
+                            player_role=run.spec.meta.player_role, history=render.interaction_history(run.history))
+        return req.model_copy(update={"allow_truncated": True})
 
     def _narrator_values(self, run: "EpisodeRun", player_input: str) -> dict[str, Any]:
         return dict(player_role=run.spec.meta.player_role, current_node=render.current_node(run.spec, run.node_idx),
-                    trajectory=render.trajectory(run.spec, run.node_idx),
+                    trajectory=render.narrator_trajectory(run.spec, run.node_idx, self.setup.narrator_trajectory),
                     commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger),
                     pending_updates=render.fact_diff(run.pending, run.ledger), player_input=player_input)
 
     def narrator(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
+        if self.ref is not None:
+            return self._ref_req(ROLE_NARRATOR, "baseline_narrator", self.setup.narrator_model, RefText, run, turn,
+                                 player_role=rf.role(run.spec, "玩家"),
+                                 current_node=rf.node_block(run.spec, run.node_idx),
+                                 narrative_commitments=rf.commitments(run.spec, run.statuses, "(无)"),
+                                 pre_turn_facts=rf.facts(run.ledger),
+                                 pending_fact_updates=rf.fact_updates(run.pending, run.ledger),
+                                 system_response_history=rf.narrator_system_history(run.history),
+                                 user_input=player_input)
         return self._req(ROLE_NARRATOR, self.setup.narrator_model, "v1", NarratorResponse, run, turn,
                          history=render.system_history(run.history), **self._narrator_values(run, player_input))
 
     def hiagent(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
         assert run.memory is not None
         return self._req(ROLE_HIAGENT, self.setup.narrator_model, "v1", HiAgentStep, run, turn,
-                         memory=run.memory.render(), **self._narrator_values(run, player_input))
+                         history=render.system_history(run.history), memory=run.memory.render(),
+                         **self._narrator_values(run, player_input))
 
     def subgoal_summary(self, run: "EpisodeRun", turn: int, subgoal: "Subgoal") -> LLMRequest:
         return self._req(ROLE_MEMORY, self.setup.narrator_model, "v1", SubgoalSummary, run, turn,
@@ -100,6 +137,10 @@ class Prompter:
     # ---- audit -------------------------------------------------------------------------------
     def fact_update(self, run: "EpisodeRun", turn: int, facts: FactLedger, narrator_text: str,
                     stage: str = "turn") -> LLMRequest:
+        if self.ref is not None:
+            return self._ref_aud(ROLE_FACT_UPDATE, "fact_update", RefFactUpdate, run, turn, stage=stage,
+                                 player_role=rf.role(run.spec, "player"), pre_turn_facts=rf.facts(facts),
+                                 response_text=narrator_text or "(No narrative content available)")
         return self._aud(ROLE_FACT_UPDATE, FactDiff, run, turn, stage=stage, player_role=run.spec.meta.player_role,
                          facts=render.facts(facts), narrator_text=narrator_text)
 
@@ -112,14 +153,32 @@ class Prompter:
                     current_node=render.current_node(run.spec, run.node_idx), facts=render.facts(facts),
                     commitments=render.commitments(run.spec, run.statuses))
 
+    def _ref_conflict_values(self, run: "EpisodeRun", facts: FactLedger, player_input: str, narrator_text: str,
+                             diff: FactDiff) -> dict[str, str]:
+        return dict(player_role=rf.role(run.spec, "player"), system_response_history=rf.system_history(run.history),
+                    user_input=player_input or "(None)", response_text=narrator_text,
+                    pre_turn_facts=rf.facts(facts), candidate_fact_updates=rf.fact_updates(diff, facts),
+                    narrative_commitments=rf.commitments(run.spec, run.statuses, "(无)"),
+                    trajectory_progress=rf.trajectory(run.spec, run.node_idx),
+                    current_node=rf.node_block(run.spec, run.node_idx))
+
     def conflict_check(self, run: "EpisodeRun", turn: int, facts: FactLedger, player_input: str,
                        narrator_text: str, diff: FactDiff) -> LLMRequest:
+        if self.ref is not None:
+            return self._ref_aud(ROLE_CONFLICT_CHECK, "conflict_check", RefConflictReport, run, turn,
+                                 **self._ref_conflict_values(run, facts, player_input, narrator_text, diff))
         return self._aud(ROLE_CONFLICT_CHECK, ConflictReport, run, turn,
                          **self._conflict_values(run, facts, player_input, narrator_text, diff))
 
     def double_check(self, run: "EpisodeRun", turn: int, facts: FactLedger, player_input: str, narrator_text: str,
                      diff: FactDiff, report: ConflictReport) -> LLMRequest:
         """One review of the whole initial report; `count` reviews when the auditor asks for several."""
+        if self.ref is not None:
+            return self._ref_aud(ROLE_DOUBLE_CHECK, "conflict_double_check", RefConflictReview, run, turn,
+                                 n=self.setup.auditor.count,
+                                 initial_conflicts_json=rf.initial_conflicts(report.conflicts, run.spec, facts,
+                                                                             player_input),
+                                 **self._ref_conflict_values(run, facts, player_input, narrator_text, diff))
         initial = {**report.model_dump(), "conflicts": [
             {**c.model_dump(), "target_text": target_text(run, facts, c.target_id, player_input)}
             for c in report.conflicts]}
@@ -129,17 +188,29 @@ class Prompter:
 
     def node_update(self, run: "EpisodeRun", turn: int) -> LLMRequest:
         """After the turn was committed: facts F_{t+1} and the history through this turn."""
+        if self.ref is not None:
+            return self._ref_aud(ROLE_NODE_UPDATE, "trajectory_check", RefNodeAssessment, run, turn,
+                                 player_role=rf.role(run.spec, "player"), facts=rf.checker_facts(run.ledger),
+                                 history_text=rf.visible_history(run.history),
+                                 current_node=rf.checker_node(run.spec, run.node_idx))
         return self._aud(ROLE_NODE_UPDATE, NodeAssessment, run, turn, player_role=run.spec.meta.player_role,
                          facts=render.facts(run.ledger), history=render.interaction_history(run.history),
-                         current_node=render.current_node(run.spec, run.node_idx))
+                         current_node=render.node_trigger_delta(run.spec, run.node_idx))
 
     def commitment_status(self, run: "EpisodeRun", turn: int) -> LLMRequest:
         ids = tuple(c.id for c in run.spec.commitments)
+        if self.ref is not None:
+            return self._ref_aud(ROLE_COMMITMENT_STATUS, "status_check", ref_status_model(ids), run, turn,
+                                 player_role=rf.role(run.spec, "player"), facts=rf.checker_facts(run.ledger),
+                                 history_text=rf.visible_history(run.history),
+                                 trajectory_progress=rf.checker_trajectory(run.spec, run.node_idx),
+                                 narrative_commitments=rf.commitments(run.spec, run.statuses, "(No commitments)",
+                                                                      violation=False))
         return self._aud(ROLE_COMMITMENT_STATUS, status_update_model(ids), run, turn,
                          player_role=run.spec.meta.player_role, facts=render.facts(run.ledger),
                          history=render.interaction_history(run.history),
                          trajectory=render.trajectory(run.spec, run.node_idx, detail=False),
-                         commitments=render.commitments(run.spec, run.statuses))
+                         commitments=render.commitments(run.spec, run.statuses, violation=False))
 
 
 def target_text(run: "EpisodeRun", facts: FactLedger, target_id: str, player_input: str) -> str | None:

@@ -9,7 +9,8 @@ never called. The
 replayed ledger, node and commitment state start again from the spec. The first
 confirmed conflict ends the replayed episode as CONFLICT; a transcript that runs out
 without one is censored at its last stored turn (CENSORED, or SURVIVAL when the stored
-transcript reached T_max); an auditor output still invalid after retries is INVALID.
+transcript reached T_max); a replay whose auditor call still fails after retries has no result
+(FAILED: left out of the replay rows, as a failed live episode is).
 """
 from __future__ import annotations
 

@@ -63,6 +63,23 @@ def current_node(spec: NarrativeSpec, node_idx: int) -> str:
     return f"{node.id}{done}: {node.description}\n  trigger: {node.trigger_event}\n  key delta: {node.key_delta}"
 
 
+def node_trigger_delta(spec: NarrativeSpec, node_idx: int) -> str:
+    """The node check's view of the current node: its id, trigger and key delta (no description, as the
+    reference's trajectory check)."""
+    if node_idx >= len(spec.trajectory):
+        return "(none)"
+    n = spec.trajectory[node_idx]
+    return f"{n.id}\n  trigger: {n.trigger_event}\n  key delta: {n.key_delta}"
+
+
+def narrator_trajectory(spec: NarrativeSpec, node_idx: int, mode: str) -> str:
+    """The narrators' optional view of the whole trajectory: nothing with `current_node` (the reference
+    narrators see only the current node), the full R with `full` (`ncp.narrator_trajectory`)."""
+    if mode != "full":
+        return ""
+    return "\n\nFull reference trajectory (status of each node):\n" + trajectory(spec, node_idx)
+
+
 def system_history(history: Sequence[Exchange]) -> str:
     """Only the narrator's earlier responses (the auditors' and narrator's continuity record)."""
     out = [f"{'Opening' if ex.player is None else f'Turn {ex.turn}'} narration:\n{ex.narrator}" for ex in history]

@@ -142,6 +142,11 @@ class ConflictReview(ConflictReport):
         _text(self.review_reason, "review_reason")
         return self
 
+    @property
+    def standing(self) -> list[Conflict]:
+        """The conflicts this review keeps (`confirmed` agrees with the list here)."""
+        return list(self.conflicts)
+
 
 class Occurrence(_Out):
     occurred: bool

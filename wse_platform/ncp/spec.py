@@ -12,6 +12,15 @@ Two entry points:
 * ``load_spec_file`` / ``load_specs`` — files; collect *every* problem as a
   ``SpecProblem(file, record_id, field, message)`` so one bad file never stops
   the others from loading.
+
+What is accepted is what the reference loader (NLP2CT/NCP-Bench `dataset.py`) accepts: ids
+are any non-empty strings (a gap or break in the f_N / c_N / s_N sequence, or another id
+form, is a warning), `negated` may be missing (false), any number of genres, empty lists
+(no commitments...), keys the reference does not read (ignored, with a warning). Errors are
+what it rejects: a missing or blank required text, a field of the wrong type, a duplicate id,
+a commitment type outside invariant / ordering / achievement, `meta.id` unlike the file name.
+One deliberate difference: a commitment that mentions a trajectory node the spec does not have
+(`s_9` of 5 nodes) stays an error here (the reference does not read node mentions).
 """
 from __future__ import annotations
 
@@ -22,7 +31,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StringConstraints,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, PrivateAttr, StrictBool, StringConstraints,
                       ValidationError, model_validator)
 
 from wse_platform.config import DATA_DIR
@@ -53,24 +62,24 @@ Text = Annotated[str, StringConstraints(min_length=1), AfterValidator(_not_blank
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True)  # keys the reference does not read are ignored
 
 
 class SpecMeta(_Strict):
     id: Text
     title: Text
-    genres: list[Text] = Field(min_length=2, max_length=2)  # [primary, secondary]
+    genres: list[Text]  # [primary, secondary] in the release; another count is a warning
     player_role: Text
 
 
 class InitialFact(_Strict):
-    id: Annotated[str, StringConstraints(pattern=r"^f_\d+$")]
+    id: Text
     content: Text
-    negated: StrictBool  # True: the fact starts inactive
+    negated: StrictBool = False  # True: the fact starts inactive
 
 
 class Commitment(_Strict):
-    id: Annotated[str, StringConstraints(pattern=r"^c_\d+$")]
+    id: Text
     type: Literal["invariant", "ordering", "achievement"]
     description: Text
     satisfaction_condition: Text
@@ -105,7 +114,7 @@ class Commitment(_Strict):
 
 
 class TrajectoryNode(_Strict):
-    id: Annotated[str, StringConstraints(pattern=r"^s_\d+$")]
+    id: Text
     description: Text
     trigger_event: Text
     key_delta: Text
@@ -114,9 +123,9 @@ class TrajectoryNode(_Strict):
 class NarrativeSpec(_Strict):
     meta: SpecMeta
     synopsis: Text
-    initial_facts: list[InitialFact] = Field(min_length=1)
-    commitments: list[Commitment] = Field(min_length=1)
-    trajectory: list[TrajectoryNode] = Field(min_length=1)  # ordered
+    initial_facts: list[InitialFact]
+    commitments: list[Commitment]
+    trajectory: list[TrajectoryNode]  # ordered
 
     _source_file: str | None = PrivateAttr(default=None)
     _eval_order: int | None = PrivateAttr(default=None)
@@ -135,7 +144,7 @@ class NarrativeSpec(_Strict):
 
     @property
     def primary_genre(self) -> str:
-        return self.meta.genres[0]
+        return self.meta.genres[0] if self.meta.genres else "(no genre)"
 
     @property
     def display_title(self) -> str:
@@ -175,13 +184,10 @@ def display_title(title: str) -> str:
 
 
 def structural_problems(spec: NarrativeSpec) -> list[tuple[str, str, str]]:
-    """(record_id, field, message) for id sequence breaks and dangling node mentions."""
+    """(record_id, field, message) for duplicate ids and dangling node mentions (errors)."""
     problems: list[tuple[str, str, str]] = []
-    for list_name, prefix in ID_PREFIX.items():
+    for list_name in ID_PREFIX:
         for i, rec in enumerate(getattr(spec, list_name)):
-            if rec.id != f"{prefix}{i}":
-                problems.append((rec.id, "id", f"expected '{prefix}{i}': {list_name} ids must run "
-                                               f"{prefix}0, {prefix}1, … in file order"))
             if any(r.id == rec.id for r in getattr(spec, list_name)[:i]):
                 problems.append((rec.id, "id", f"duplicate id in {list_name}"))
     n_nodes = len(spec.trajectory)
@@ -250,8 +256,14 @@ def parse_spec(raw: Any, file: str, expected_id: str | None = None) -> tuple[Nar
         return None, [SpecProblem(file, DOCUMENT, "(top level)", "must be a mapping with keys meta, synopsis, "
                                                                  "initial_facts, commitments, trajectory")]
     problems: list[SpecProblem] = []
-    for key in sorted(set(raw) - set(NarrativeSpec.model_fields)):
-        problems.append(SpecProblem(file, DOCUMENT, str(key), "unknown field"))
+    notes: list[SpecProblem] = []  # warnings: what the reference loader accepts but the release never does
+
+    def unknown_keys(record: Any, model: type[BaseModel], rid: str) -> None:
+        if isinstance(record, dict):
+            for key in sorted(set(record) - set(model.model_fields), key=str):
+                notes.append(SpecProblem(file, rid, str(key), "unknown field (ignored)", "warning"))
+
+    unknown_keys(raw, NarrativeSpec, DOCUMENT)
     for key in NarrativeSpec.model_fields:
         if key not in raw:
             problems.append(SpecProblem(file, DOCUMENT, key, "missing required field"))
@@ -262,10 +274,15 @@ def parse_spec(raw: Any, file: str, expected_id: str | None = None) -> tuple[Nar
             SpecMeta.model_validate(meta)
         except ValidationError as err:
             problems += _pydantic_problems(file, "meta", err)
+        unknown_keys(meta, SpecMeta, "meta")
         meta_id = meta.get("id") if isinstance(meta, dict) else None
         if expected_id is not None and isinstance(meta_id, str) and meta_id != expected_id:
             problems.append(SpecProblem(file, "meta", "id", f"{meta_id!r} must equal the file name "
                                                             f"stem {expected_id!r}"))
+        genres = meta.get("genres") if isinstance(meta, dict) else None
+        if isinstance(genres, list) and len(genres) != 2:
+            notes.append(SpecProblem(file, "meta", "genres", f"{len(genres)} genre(s); the release gives "
+                                                             "[primary, secondary]", "warning"))
     if "synopsis" in raw and (not isinstance(raw["synopsis"], str) or not raw["synopsis"].strip()):
         problems.append(SpecProblem(file, DOCUMENT, "synopsis", "must be a non-empty string"))
 
@@ -274,9 +291,11 @@ def parse_spec(raw: Any, file: str, expected_id: str | None = None) -> tuple[Nar
         if list_name not in raw:
             continue
         items = raw[list_name]
-        if not isinstance(items, list) or not items:
-            problems.append(SpecProblem(file, DOCUMENT, list_name, "must be a non-empty list"))
+        if not isinstance(items, list):
+            problems.append(SpecProblem(file, DOCUMENT, list_name, "must be a list"))
             continue
+        if not items:
+            notes.append(SpecProblem(file, DOCUMENT, list_name, "empty list", "warning"))
         prefix = ID_PREFIX[list_name]
         seen: set[str] = set()
         for i, item in enumerate(items):
@@ -285,13 +304,17 @@ def parse_spec(raw: Any, file: str, expected_id: str | None = None) -> tuple[Nar
                 model.model_validate(item)
             except ValidationError as err:
                 problems += _pydantic_problems(file, rid, err)
+            unknown_keys(item, model, rid)
+            if list_name == "initial_facts" and isinstance(item, dict) and "negated" not in item:
+                notes.append(SpecProblem(file, rid, "negated", "missing (read as false)", "warning"))
             rec_id = item.get("id") if isinstance(item, dict) else None
-            if isinstance(rec_id, str) and re.fullmatch(rf"{prefix}\d+", rec_id):
+            if isinstance(rec_id, str) and rec_id.strip():
                 if rec_id in seen:
                     problems.append(SpecProblem(file, rid, "id", f"duplicate id in {list_name}"))
                 elif rec_id != f"{prefix}{i}":
-                    problems.append(SpecProblem(file, rid, "id", f"expected '{prefix}{i}': {list_name} ids must "
-                                                                 f"run {prefix}0, {prefix}1, … in file order"))
+                    notes.append(SpecProblem(file, rid, "id", f"expected '{prefix}{i}': the release numbers "
+                                                              f"{list_name} {prefix}0, {prefix}1, … in file order",
+                                             "warning"))
                 seen.add(rec_id)
 
     # Dangling node mentions, checked on the raw texts so they are reported even when other fields are bad.
@@ -312,15 +335,18 @@ def parse_spec(raw: Any, file: str, expected_id: str | None = None) -> tuple[Nar
                                                     f"mentions s_{idx} but the trajectory has only "
                                                     f"s_0..s_{n_nodes - 1}"))
     if problems:
-        return None, problems
+        return None, problems + notes
     spec = NarrativeSpec.model_validate(raw)  # all checks above passed, so this cannot fail
     spec._source_file = file
-    return spec, spec_warnings(spec, file)
+    return spec, notes + spec_warnings(spec, file)
 
 
 def spec_warnings(spec: NarrativeSpec, file: str) -> list[SpecProblem]:
     """Quality notes that do not make a spec unusable (the released data has a few)."""
     out = []
+    if spec.commitments and not any(c.type == "achievement" for c in spec.commitments):
+        out.append(SpecProblem(file, DOCUMENT, "commitments", "no achievement commitment: an episode can never "
+                                                              "end in SUCCESS", "warning"))
     for c in spec.commitments:
         if not c.node_mentions:
             out.append(SpecProblem(file, c.id, "description", f"{c.type} commitment mentions no trajectory "
