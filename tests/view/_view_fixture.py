@@ -60,6 +60,9 @@ def build_warehouse(path: Path) -> Path:
                     outcome="CONFLICT" if turn == 2 else None)
         _insert(con, "ncp_summary", model="gen", arch="baseline+adversarial", auditor_id="ncp.auditor:j:v1:x1",
                 n_episodes=1, avg_turns=2.0, pct_conflict=100.0, pct_success=0.0)
+        _insert(con, "ncp_failed_episodes", model="gen", arch="baseline+adversarial", spec_id="movie52", eval_order=1,
+                auditor_id="ncp.auditor:j:v1:x1", turn=3, role="ncp.conflict_check", error_kind="transport",
+                message="server answered 503 three times", retry_round=0)
         # 100-Endings: one human story, two positions, K = 2
         text = "Mrs. Mallard had heart trouble. She wept at once. Then she was free. The door opened. She died."
         _insert(con, "endings_stories", story_id="human:pd/hour", set_key="human:pd", corpus="pd", title="Hour",

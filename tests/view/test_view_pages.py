@@ -48,6 +48,13 @@ def test_ncp_episode_turn_by_turn_with_where_it_ended(con):
     assert "episode ends here: CONFLICT" in html and "ended <b class='bad'>CONFLICT</b> after turn 2" in html
 
 
+def test_an_episode_without_a_result_is_listed_with_its_failure(con):
+    listing = pages.ncp_list(con, {})
+    assert "episodes without a result" in listing and "server answered 503 three times" in listing
+    html = pages.ncp_episode(con, {"model": "gen", "arch": "baseline+adversarial", "spec": "movie52"})
+    assert "no result: the ncp.conflict_check call of turn 3 still failed" in html
+
+
 def test_endings_story_with_positions_predictions_verdicts_and_curve(con):
     html = pages.endings_story(con, {"set": "human:pd", "story": "human:pd/hour"})
     assert "<span class='pos'>P0</span>" in html and "<span class='pos'>P1</span>" in html

@@ -191,6 +191,15 @@ def ncp_list(con, params: Params) -> str:
                    f"{e(r['termination'])}</span>", e(r["conflict_kinds"]),
                    f"{e(r['nodes_completed'])}/{e(r['nodes_total'])}"] for r in found]) if found else \
         empty("no episode matches (or none has been played yet)")
+    where_f, values_f = _where(params, {"model": "model", "arch": "arch", "auditor": "auditor_id"})
+    failed = rows(con, f"SELECT * FROM ncp_failed_episodes{where_f} ORDER BY model, arch, eval_order", values_f)
+    if failed:   # no result (a call still failed after retries): in no denominator, played again next run
+        body += "<h2>episodes without a result</h2>" + table(
+            ["model", "arch", "spec", "turn", "role", "failure", "retry round"],
+            [[e(r["model"]), e(r["arch"]), link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"],
+                                                spec=r["spec_id"], auditor=r["auditor_id"]),
+              e(r["turn"]), e(r["role"]), f"<span class='bad'>{e(r['error_kind'])}</span>: {e(r['message'])}",
+              e(r["retry_round"])] for r in failed])
     return page("NCP-Bench episodes", form + body)
 
 
@@ -200,12 +209,15 @@ def ncp_episode(con, params: Params) -> str:
     extra, values = (" AND auditor_id = ?", [*key, aud]) if aud else ("", key)
     ep = rows(con, f"SELECT * FROM ncp_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
     turns = rows(con, f"SELECT * FROM ncp_turns WHERE model = ? AND arch = ? AND spec_id = ?{extra} ORDER BY turn", values)
-    if not ep and not turns:
+    failed = rows(con, f"SELECT * FROM ncp_failed_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
+    if not ep and not turns and not failed:
         return page("NCP-Bench episode", empty(f"no episode {key}"))
-    head = ""
+    head = "".join(f"<p class='bad'>no result: the {e(f['role'])} call of turn {e(f['turn'])} still failed after "
+                   f"retries ({e(f['error_kind'])}: {e(f['message'])}); the next run of this cell plays it again</p>"
+                   for f in failed)
     if ep:
         x = ep[0]
-        head = (f"<p>ended <b class='{'bad' if x['termination'] in ('CONFLICT', 'INVALID') else 'ok'}'>"
+        head += (f"<p>ended <b class='{'bad' if x['termination'] in ('CONFLICT', 'INVALID') else 'ok'}'>"
                 f"{e(x['termination'])}</b> after turn {e(x['turns'])}"
                 + (f" ({e(', '.join(x['conflict_kinds'] or []))})" if x["conflict_kinds"] else "")
                 + f"; nodes {e(x['nodes_completed'])}/{e(x['nodes_total'])}; commitments satisfied "
