@@ -64,13 +64,32 @@ def _rebuild_trigger() -> AutomationCondition:
     return newly_missing | changed_input | code_changed
 
 
+def _pending() -> AutomationCondition:
+    """This asset partition waits to be rebuilt: its trigger fired and no request handled it yet."""
+    return _rebuild_trigger().since_last_handled()
+
+
+def inputs_settled() -> AutomationCondition:
+    """No input is in progress, nor about to be rebuilt itself (its own trigger fired and was not
+    handled yet: requested this tick, or waiting for its inputs).
+
+    Without the second half, a table and the re-judge of the cells it reads were requested in the
+    same tick once the cells' trajectories were rebuilt (both react to the new trajectories), as
+    separate runs (different partitions), and the table run read the old verdicts and failed
+    (`TableInputError … re-judge`). `will_be_requested()` does not see this: it only counts
+    assets that can run in the same run (same partitions)."""
+    return ~AutomationCondition.any_deps_match(
+        AutomationCondition.in_progress() | _pending()).with_label("no input in progress or about to be rebuilt")
+
+
 def rebuild_condition() -> AutomationCondition:
     """Like Dagster's `eager()`, but a dependency counts as updated only when its data version
-    changed (a no-op rebuild upstream triggers nothing), and a code change counts too."""
+    changed (a no-op rebuild upstream triggers nothing), a code change counts too, and a rebuild
+    waits until its inputs have settled (`inputs_settled`)."""
     return (
-        _rebuild_trigger().since_last_handled()
+        _pending()
         & ~AutomationCondition.any_deps_missing()
-        & ~AutomationCondition.any_deps_in_progress()
+        & inputs_settled()
         & ~AutomationCondition.in_progress()
     ).with_label("rebuild when an input, the code or the config changed")
 
