@@ -43,6 +43,7 @@ from dagster import (
 )
 
 from assets.partitions import BenchmarkPartitions
+from assets.source_files import file_events, file_source_keys
 from assets.versioning import config_events, config_specs, current_versions
 from resources.settings import settings_for
 from wse_platform.config import Settings
@@ -225,18 +226,22 @@ def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list)
     graph = LazyGraph(objs)
     specs = config_specs(objs)
 
+    files = file_source_keys(objs)
+
     def changed_config(instance) -> list:
         s = settings_for(config_path)
-        return [ev for spec in specs for ev in config_events(instance, spec, s)]
+        return [ev for spec in specs for ev in config_events(instance, spec, s)] + [
+            ev for key in files for ev in file_events(instance, key)]
 
     @sensor(name="config_observer", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
             description="Fingerprints wse.yaml and the prompt files and records a materialization of every config "
-                        "asset partition whose fingerprint changed (automation conditions cannot read files); the "
-                        "automation conditions then rebuild what depends on it.")
+                        "asset partition whose fingerprint changed (automation conditions cannot read files), and an "
+                        "observation of every input-file source whose files changed; the automation conditions "
+                        "then rebuild what depends on them.")
     def config_observer(context: SensorEvaluationContext):
         events = changed_config(context.instance)
         if not events:
-            return SkipReason("no configuration change")
+            return SkipReason("no configuration or input-file change")
         return SensorResult(asset_events=events)
 
     @schedule(name="rejudge_schedule", job_name=ASSET_JOB, cron_schedule=settings.rejudge_cron,

@@ -62,7 +62,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     config_path = settings.source_file
 
     @observable_source_asset(
-        name="endings_story_sources", partitions_def=parts.endings, group_name=GROUP,
+        name="endings_story_sources", partitions_def=parts.endings, group_name="endings_sources",
+        tags={"dagster/kind/text": "", "dagster/kind/yaml": "", "benchmark": "endings", "layer": "files"},
         description="The files each 100-Endings story set is built from: a human corpus folder (UTF-8 "
                     "texts + corpus.yaml) or the story-ideas file and the reference stories it names. "
                     "Data version = hash of those files.")

@@ -164,3 +164,36 @@ def test_an_undone_edit_turns_in_sync_back_to_passed_without_a_rebuild(tiny):
     assert back.evaluation.target_materialization_data.storage_id == built  # the same materialization
     assert _newest_materialization(instance, "wse_trajectories") == built
     assert _current_and_passed(defs, instance) == {}
+
+
+def _plan_in_sync(instance, asset: str) -> str:
+    """What a run in flight leaves in the event log for `in_sync` before it evaluates it: a *planned*
+    evaluation (no verdict, no target materialization). Returns the run id."""
+    from dagster import DagsterEvent, DagsterEventType
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationPlanned
+
+    run_id = "a0000000-0000-4000-8000-00000000f11e"
+    event = DagsterEvent(event_type_value=DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED.value,
+                         job_name="__ASSET_JOB",
+                         event_specific_data=AssetCheckEvaluationPlanned(asset_key=AssetKey(asset), check_name=IN_SYNC))
+    instance.report_dagster_event(event, run_id=run_id)
+    return run_id
+
+
+@pytest.mark.slow
+def test_sync_status_reports_while_runs_are_in_flight(tiny):
+    """Issue 21: with automation runs in flight (planned `in_sync` evaluations in the event log) the
+    sensor errored on every tick (`'AssetCheckEvaluationPlanned' object has no attribute
+    'target_materialization_data'`) and no `in_sync` failure was recorded. It now reports the verdict
+    on the materialization that exists; the run's own evaluation supersedes it when it finishes."""
+    defs, instance = setup(tiny)
+    daemon = Daemon(defs, instance)
+    daemon.tick()
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    run_id = _plan_in_sync(instance, "wse_trajectories")
+    assert _latest(instance, "wse_trajectories").run_id == run_id  # the planned evaluation is the latest
+    daemon.tick()  # raised before the fix
+    rec = _latest(instance, "wse_trajectories")
+    assert rec.run_id != run_id and not rec.evaluation.passed
+    assert f"- {CELL}: stale; {HORIZON_EDIT}" in rec.evaluation.description
+    assert rec.evaluation.target_materialization_data.storage_id == _newest_materialization(instance, "wse_trajectories")
