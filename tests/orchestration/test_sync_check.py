@@ -138,9 +138,37 @@ def test_config_edit_shows_in_sync_failed_in_the_ui_until_the_automation_rebuild
     assert ui["wse_cell_metrics"]["in_sync"] == "FAILED"     # a final table built from the stale cell
 
     daemon.run(requested)  # the automation rebuilds; each run evaluates `in_sync` on what it built
-    daemon.settle()
+    _rebuilds_wait_for_their_inputs_and_every_stale_asset_names_the_edit(defs, instance, daemon)
     assert not [r for r in compute_status(defs, instance) if r.status == STALE]
     assert _current_and_passed(defs, instance) == {}
+
+
+def _rebuilds_wait_for_their_inputs_and_every_stale_asset_names_the_edit(defs, instance, daemon) -> None:
+    """Issue 21, seen live after `wse.horizon` 2 → 3 under `wse ui`: once the cell was regenerated, the
+    automation requested the re-judge of the cell *and* the tables reading it in the same tick, as
+    separate runs, and the table run read the old verdicts and failed (`TableInputError … re-judge`).
+    A rebuild now waits until its inputs are neither in progress nor about to be rebuilt (the daemon
+    here launches a tick's runs one per partition, most downstream first: `Daemon.runs`), and the
+    config edit ends with zero failed runs. Meanwhile every stale asset's causes and `in_sync` failure
+    name the edit, not just "has a new data version". (Part of the test above: one regeneration.)"""
+    from wse_platform.status import STALE, compute_status
+
+    second = daemon.tick()  # after the cell's regeneration
+    edit = "wse-gen › horizon: 1 → 2"
+    stale = {r.asset: r.causes for r in compute_status(defs, instance) if r.status == STALE}
+    assert {"wse_consistency_verdicts", "wse_trajectory_consistency", "wse_cell_metrics"} <= set(stale)
+    assert {a: c for a, c in stale.items() if not c or not all(edit in line for line in c)} == {}
+    for asset in stale:  # the UI's `in_sync` says the same
+        ev = _latest(instance, asset).evaluation
+        assert not ev.passed and edit in ev.description, asset
+    graph = defs.resolve_asset_graph()  # nothing requested in the same tick as an input another run rebuilds
+    pdefs = {a: graph.get(AssetKey(a)).partitions_def for a, _ in second}
+    assert [(a, b) for a, _ in second for b, _ in second
+            if AssetKey(b) in graph.get(AssetKey(a)).parent_keys and pdefs[a] != pdefs[b]] == []
+    assert ("wse_consistency_verdicts", CELL) in second and ("wse_cell_metrics", None) not in second
+    daemon.run(second)
+    daemon.settle()  # asserts that no run failed
+    assert daemon.failed == []
 
 
 @pytest.mark.slow
