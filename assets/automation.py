@@ -79,8 +79,10 @@ def inputs_settled() -> AutomationCondition:
     separate runs (different partitions), and the table run read the old verdicts and failed
     (`TableInputError … re-judge`). `will_be_requested()` does not see this: it only counts
     assets that can run in the same run (same partitions)."""
-    return ~AutomationCondition.any_deps_match(
-        AutomationCondition.in_progress() | _pending()).with_label("no input in progress or about to be rebuilt")
+    # Materializable inputs only: a config or file source is never requested (it is recorded by a
+    # sensor), and `llm_calls` is written by the LLM runs (`no_calls_being_added` covers it).
+    return ~AutomationCondition.any_deps_match(AutomationCondition.in_progress() | _pending()).allow(
+        AssetSelection.all().materializable()).with_label("no input in progress or about to be rebuilt")
 
 
 def rebuild_condition() -> AutomationCondition:
