@@ -43,7 +43,7 @@ from dagster import (
 )
 
 from assets.partitions import BenchmarkPartitions
-from assets.source_files import file_events, file_source_keys
+from assets.source_files import file_events, file_source_specs
 from assets.versioning import config_events, config_specs, current_versions
 from resources.settings import settings_for
 from wse_platform.config import Settings
@@ -228,12 +228,12 @@ def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list)
     graph = LazyGraph(objs)
     specs = config_specs(objs)
 
-    files = file_source_keys(objs)
+    files = file_source_specs(objs)
 
     def changed_config(instance) -> list:
         s = settings_for(config_path)
         return [ev for spec in specs for ev in config_events(instance, spec, s)] + [
-            ev for key in files for ev in file_events(instance, key)]
+            ev for f in files for ev in file_events(instance, f.key.to_user_string(), f)]
 
     @sensor(name="config_observer", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
             description="Fingerprints wse.yaml and the prompt files and records a materialization of every config "

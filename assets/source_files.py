@@ -53,19 +53,47 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
 
 
 def file_source_keys(objs) -> list[str]:
+    return [s.key.to_user_string() for s in file_source_specs(objs)]
+
+
+def file_source_specs(objs) -> list[AssetSpec]:
     from dagster import AssetsDefinition
 
-    return [s.key.to_user_string() for o in objs if isinstance(o, AssetsDefinition) for s in o.specs
+    return [s for o in objs if isinstance(o, AssetsDefinition) for s in o.specs
             if s.tags.get(FILE_SOURCE_TAG) == "true"]
 
 
-def _last(instance, key: AssetKey):
-    res = instance.fetch_observations(key, limit=1)
+def _last(instance, key: AssetKey, partition: str | None = None):
+    from dagster import AssetRecordsFilter
+
+    flt = AssetRecordsFilter(asset_key=key, asset_partitions=[partition]) if partition else key
+    res = instance.fetch_observations(flt, limit=1)
     return res.records[0].asset_observation if res.records else None
 
 
-def file_events(instance, key: str) -> list[AssetObservation]:
-    """A runless observation of a file source if its files changed since the last one (else none)."""
+def _partitioned_versions(spec: AssetSpec) -> dict[str, str]:
+    """The current version of each partition of a partitioned file source (the 100-Endings story
+    sets: the files each set is built from, `assets/endings/stories.py`)."""
+    from assets.endings.stories import source_version
+    from resources.settings import settings_for
+
+    path = getattr(spec.metadata.get("config_file"), "path", None)
+    s = settings_for(str(path) if path else None)
+    return {pk: source_version(s, pk) for pk in spec.partitions_def.get_partition_keys()}
+
+
+def file_events(instance, key: str, spec: AssetSpec | None = None) -> list[AssetObservation]:
+    """Runless observations of a file source whose files changed since the last one (else none);
+    for a partitioned source (`spec` given), one per changed partition."""
+    if key not in BY_KEY:
+        if spec is None or spec.partitions_def is None:
+            return []
+        out = []
+        for pk, version in _partitioned_versions(spec).items():
+            last = _last(instance, AssetKey(key), pk)
+            if last is None or (last.tags or {}).get(DATA_VERSION_TAG) != version:
+                out.append(AssetObservation(asset_key=key, partition=pk, tags={DATA_VERSION_TAG: version}))
+        return out
     src = BY_KEY[key]
     digests = file_digests(src)
     version = content_version(digests)

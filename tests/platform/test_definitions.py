@@ -74,8 +74,46 @@ def test_input_files_are_observable_sources_upstream_of_what_reads_them(config_f
         for src in sources:
             node = graph.get(AssetKey(src))
             assert node.is_observable and not node.is_materializable, src
-            if src != "endings_story_sources":  # a SourceAsset: no owners in Dagster 1.13
-                assert node.owners and node.kinds, src
+            assert node.owners and node.kinds, src
+
+
+def test_input_file_versions_are_recorded_only_when_files_change(tmp_path, monkeypatch):
+    """The file sources are recorded like the config (no run): once, then only what changed — the
+    100-Endings story set whose corpus file was edited, the NCP spec files when a spec changed."""
+    import shutil
+
+    from dagster import AssetKey, DagsterInstance
+
+    from assets.versioning import record_config_versions
+    from tests.conftest import write_config
+    from wse_platform import config
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(config.DATA_DIR / "stories" / "public_domain", corpus)
+    data = tmp_path / "data"
+    shutil.copytree(config.DATA_DIR / "ncp_bench", data / "ncp_bench")
+    for sub in ("dracor", "smallville", "bianjing"):
+        shutil.copytree(config.DATA_DIR / sub, data / sub)
+    monkeypatch.setattr(config, "DATA_DIR", data)
+    cfg = write_config(tmp_path, endings={"corpora": [{"name": "pd", "path": str(corpus), "max_words": 1500}]})
+    objs = list(build_definitions(str(cfg)).assets)
+    instance = DagsterInstance.ephemeral()
+    first = record_config_versions(instance, objs)
+    assert {"wse_dracor_plays", "ncp_spec_files", "endings_story_sources"} <= set(first)
+    assert not {k for k in record_config_versions(instance, objs) if not k.endswith("_config")}  # nothing new
+
+    story = sorted(corpus.glob("*.txt"))[0]
+    story.write_text(story.read_text(encoding="utf-8") + "\nOne more line.\n", encoding="utf-8")
+    spec = sorted((data / "ncp_bench" / "dataset" / "specs").glob("*.yaml"))[0]
+    spec.write_text(spec.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert sorted(k for k in record_config_versions(instance, objs) if not k.endswith("_config")) == [
+        "endings_story_sources", "ncp_spec_files"]
+    [obs] = instance.fetch_observations(AssetKey("ncp_spec_files"), limit=1).records
+    assert f"ncp_bench/dataset/specs/{spec.name}: edited" in obs.asset_observation.metadata["changed"].md_str
+    per_set: dict[str, int] = {}
+    for r in instance.fetch_observations(AssetKey("endings_story_sources"), limit=100).records:
+        per_set[r.partition_key] = per_set.get(r.partition_key, 0) + 1
+    assert per_set.pop("human:pd") == 2 and set(per_set.values()) == {1}  # only the edited set again
 
 
 def test_module_level_defs_is_what_the_workspace_loads():
