@@ -139,4 +139,3 @@ def test_every_judge_config_asset_names_its_judge_for_the_nightly_rejudge():
     assert judges["endings_rubric_config"] == "r" and judges["endings_judge_config"] == "m"
     judge_sources = {k for k in CONFIG_SOURCES if "judge" in k or "rubric" in k or "reaudit" in k}
     assert judge_sources <= set(judges)
-
