@@ -43,6 +43,7 @@ from dagster import (
 )
 
 from assets.partitions import BenchmarkPartitions
+from assets.source_files import file_events, file_source_specs
 from assets.versioning import config_events, config_specs, current_versions
 from resources.settings import settings_for
 from wse_platform.config import Settings
@@ -64,13 +65,34 @@ def _rebuild_trigger() -> AutomationCondition:
     return newly_missing | changed_input | code_changed
 
 
+def _pending() -> AutomationCondition:
+    """This asset partition waits to be rebuilt: its trigger fired and no request handled it yet."""
+    return _rebuild_trigger().since_last_handled()
+
+
+def inputs_settled() -> AutomationCondition:
+    """No input is in progress, nor about to be rebuilt itself (its own trigger fired and was not
+    handled yet: requested this tick, or waiting for its inputs).
+
+    Without the second half, a table and the re-judge of the cells it reads were requested in the
+    same tick once the cells' trajectories were rebuilt (both react to the new trajectories), as
+    separate runs (different partitions), and the table run read the old verdicts and failed
+    (`TableInputError … re-judge`). `will_be_requested()` does not see this: it only counts
+    assets that can run in the same run (same partitions)."""
+    # Materializable inputs only: a config or file source is never requested (it is recorded by a
+    # sensor), and `llm_calls` is written by the LLM runs (`no_calls_being_added` covers it).
+    return ~AutomationCondition.any_deps_match(AutomationCondition.in_progress() | _pending()).allow(
+        AssetSelection.all().materializable()).with_label("no input in progress or about to be rebuilt")
+
+
 def rebuild_condition() -> AutomationCondition:
     """Like Dagster's `eager()`, but a dependency counts as updated only when its data version
-    changed (a no-op rebuild upstream triggers nothing), and a code change counts too."""
+    changed (a no-op rebuild upstream triggers nothing), a code change counts too, and a rebuild
+    waits until its inputs have settled (`inputs_settled`)."""
     return (
-        _rebuild_trigger().since_last_handled()
+        _pending()
         & ~AutomationCondition.any_deps_missing()
-        & ~AutomationCondition.any_deps_in_progress()
+        & inputs_settled()
         & ~AutomationCondition.in_progress()
     ).with_label("rebuild when an input, the code or the config changed")
 
@@ -206,18 +228,22 @@ def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list)
     graph = LazyGraph(objs)
     specs = config_specs(objs)
 
+    files = file_source_specs(objs)
+
     def changed_config(instance) -> list:
         s = settings_for(config_path)
-        return [ev for spec in specs for ev in config_events(instance, spec, s)]
+        return [ev for spec in specs for ev in config_events(instance, spec, s)] + [
+            ev for f in files for ev in file_events(instance, f.key.to_user_string(), f)]
 
     @sensor(name="config_observer", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
             description="Fingerprints wse.yaml and the prompt files and records a materialization of every config "
-                        "asset partition whose fingerprint changed (automation conditions cannot read files); the "
-                        "automation conditions then rebuild what depends on it.")
+                        "asset partition whose fingerprint changed (automation conditions cannot read files), and an "
+                        "observation of every input-file source whose files changed; the automation conditions "
+                        "then rebuild what depends on them.")
     def config_observer(context: SensorEvaluationContext):
         events = changed_config(context.instance)
         if not events:
-            return SkipReason("no configuration change")
+            return SkipReason("no configuration or input-file change")
         return SensorResult(asset_events=events)
 
     @schedule(name="rejudge_schedule", job_name=ASSET_JOB, cron_schedule=settings.rejudge_cron,

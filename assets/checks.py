@@ -1,5 +1,10 @@
 """Asset checks for every lineage, shown in the UI next to each table (all non-blocking).
 
+This module composes them: the generic, table-driven checks (duplicates, bounds, health) are here;
+what is specific to a benchmark (its natural keys, bounds, usable rows, coverage checks) lives in
+`assets/wse/checks.py`, `assets/ncp/checks.py` and `assets/endings/checks.py`; the building blocks
+in `assets/check_kit.py` (a check that examined nothing warns, it does not pass).
+
 Three families, each a plain function of the warehouse (``evaluate_*``), so tests can call the
 evaluation without Dagster:
 
@@ -18,294 +23,66 @@ materialized, in one step. Each result carries the number of offending rows and 
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
 import functools
-import json
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
 from dagster import (AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetKey, MetadataValue,
                      multi_asset_check)
 
-from assets.helpers import markdown_preview
-from assets.ncp.episodes import reaudit_auditors
-from assets.partitions import BenchmarkPartitions, cell_of
+from assets.check_kit import (EXAMPLES, TOLERANCE, Bound, CheckDef, Evaluate, partition_filter,  # noqa: F401
+                              result, scope, where_sql)
+from assets.endings import checks as endings_checks
+from assets.endings.checks import evaluate_endings_verdict_coverage  # noqa: F401
+from assets.ncp import checks as ncp_checks
+from assets.ncp.checks import (PAPER_N_SPECS, PAPER_TABLE6, TABLE6_CHECK, evaluate_ncp_conflict_reports,  # noqa: F401
+                               evaluate_ncp_reaudit_coverage, evaluate_table6, table6_mismatches)
+from assets.partitions import BenchmarkPartitions
+from assets.wse import checks as wse_checks
+from assets.wse.checks import (evaluate_wse_consistency_coverage, evaluate_wse_richness_coverage,  # noqa: F401
+                               missing_consistency_votes)
 from resources import SettingsResource, WarehouseResource
-from wse_platform.config import JudgeConfig, Settings
-from wse_platform.endings.judge import judge_config_id
+from wse_platform.config import Settings
 from wse_platform.warehouse import Warehouse
-from wse_platform.wse.judges import CONSISTENCY_ROLE, RICHNESS_ROLE, aggregate_step
-from wse_platform.wse.schemas import ConsistencyVerdict
 
-EXAMPLES = 5          # offending rows shown in the check's metadata
-TOLERANCE = 1e-9      # float slack for the bounds (e.g. 100.00000000000001)
-
-# ---- natural keys ------------------------------------------------------------------------
+BENCHMARKS = (wse_checks, ncp_checks, endings_checks)
 # Partition columns first. Verdict tables carry the judge configuration, so the verdicts of
 # older configurations (kept on purpose) are not duplicates.
-NATURAL_KEYS: dict[str, tuple[str, ...]] = {
-    "wse_trajectory_steps": ("model", "arch", "seed_id", "step"),
-    "wse_trajectories": ("model", "arch", "seed_id"),
-    "wse_consistency_verdicts": ("model", "arch", "judge_config_id", "seed_id", "step", "judge_index"),
-    "wse_consistency_steps": ("model", "arch", "judge_config_id", "seed_id", "step"),
-    "wse_trajectory_consistency": ("model", "arch", "judge_config_id", "seed_id"),
-    "wse_richness_verdicts": ("model", "arch", "judge_config_id", "seed_id", "judge_index"),
-    "ncp_episodes": ("model", "arch", "spec_id"),
-    "ncp_turns": ("model", "arch", "spec_id", "turn"),
-    "ncp_reaudit_episodes": ("model", "arch", "auditor_id", "spec_id"),
-    "ncp_reaudit_turns": ("model", "arch", "auditor_id", "spec_id", "turn"),
-    "ncp_spec_extraction": ("extraction_model", "spec_id"),
-    "ncp_extraction_comparison": ("extraction_model", "spec_id", "quantity"),
-    "endings_stories": ("set_key", "story_id"),
-    "endings_positions": ("set_key", "story_id", "position"),
-    "endings_predictions": ("set_key", "story_id", "position", "sample_index", "repeat"),
-    "endings_verdicts": ("set_key", "judge_config_id", "story_id", "position", "sample_index", "repeat"),
-}
+NATURAL_KEYS: dict[str, tuple[str, ...]] = {t: k for m in BENCHMARKS for t, k in m.NATURAL_KEYS.items()}
 # Which partitions definition (field of BenchmarkPartitions) each partitioned table uses.
-PARTITIONING: dict[str, str] = {
-    **{t: "wse" for t in NATURAL_KEYS if t.startswith("wse_")},
-    **{t: "ncp" for t in ("ncp_episodes", "ncp_turns", "ncp_reaudit_episodes", "ncp_reaudit_turns")},
-    "ncp_spec_extraction": "ncp_extraction", "ncp_extraction_comparison": "ncp_extraction",
-    **{t: "endings" for t in NATURAL_KEYS if t.startswith("endings_")},
-}
-
-
-# ---- bounds ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Bound:
-    """`column` must lie in [lo, hi] on the rows matching the SQL condition `rows` (NULL = undefined, allowed)."""
-    column: str
-    lo: float
-    hi: float
-    rows: str = "TRUE"
-
-
-def _pct(*cols: str, rows: str = "TRUE") -> list[Bound]:
-    return [Bound(c, 0.0, 100.0, rows) for c in cols]
-
-
-def _unit(*cols: str, rows: str = "TRUE") -> list[Bound]:
-    return [Bound(c, 0.0, 1.0, rows) for c in cols]
-
-
-NCP_PCT = ("trajectory_pct", "satisfied_pct", "pct_fact_conflict", "pct_commitment_conflict",
-           "pct_player_input_conflict", "pct_conflict", "pct_success", "pct_survival", "pct_invalid",
-           "pct_censored")
-TENSION_RATES = ("mean_no_rate", "late_no_rate", "ir30", "ir60", "ir120")
-BOUNDS: dict[str, list[Bound]] = {
-    # WSE-bench (percent scales throughout; contrast rows of Table 7 hold differences)
-    "wse_cell_metrics": _pct("G", "C_obs", "C_adj", "R"),
-    "wse_horizon_sensitivity": _pct("G_h", "C_obs_h", "C_adj_h") + _unit("share_by_step10"),
-    "wse_source_family": _pct("C_obs", "C_adj", "day_advance_pct", "full_horizon_pct",
-                              rows="row_kind <> 'contrast'"),
-    "wse_first_violations": _pct("pct"),
-    "wse_generation_failures": _pct("failure_rate_pct", "lost_steps_pct"),
-    # NCP-Bench
-    "ncp_episodes": _unit("trajectory_progress", "commitments_satisfied_share"),
-    "ncp_summary": _pct(*NCP_PCT) + _unit("survival_at_20"),
-    "ncp_survival": _unit("survival", "ci_lower", "ci_upper", "raw_share_active"),
-    "ncp_auditor_sensitivity": _pct(*NCP_PCT) + _unit("survival_at_20", "pearson_p", "spearman_p")
-                               + [Bound("pearson_r", -1.0, 1.0), Bound("spearman_rho", -1.0, 1.0)],
-    "ncp_genre": _pct("trajectory_pct", "satisfied_pct"),
-    # 100-Endings (no-rates, revealed shares and inflection rates are shares)
-    "endings_positions": _unit("revealed_share"),
-    "endings_no_rate": _unit("no_rate", "revealed_share"),
-    "endings_story_tension": _unit(*TENSION_RATES),
-    "endings_corpus_tension": _unit(*TENSION_RATES),
-    "endings_pipeline_effect": _unit(*TENSION_RATES),
-    "endings_length_buckets": _unit("mean_no_rate", "median_no_rate"),
-}
-
-# The NCP paper's Table 6 as printed (total, mean, std, min, max over the 100 released specs).
-PAPER_TABLE6: dict[str, tuple[str, str, str, str, str]] = {
-    "facts": ("1660", "16.60", "4.88", "8", "31"),
-    "commitments": ("1222", "12.22", "3.33", "5", "24"),
-    "trajectory_nodes": ("1511", "15.11", "4.86", "6", "28"),
-}
-PAPER_N_SPECS = 100
-
-
-# ---- helpers -----------------------------------------------------------------------------
-def partition_filter(kind: str, partition_key: Any) -> dict[str, str]:
-    """Column values of one partition of a partitions definition (`BenchmarkPartitions` field)."""
-    if kind in ("wse", "ncp"):
-        model, arch = cell_of(partition_key)
-        return {"model": model, "arch": arch}
-    if kind == "ncp_extraction":
-        return {"extraction_model": str(partition_key)}
-    if kind == "endings":
-        return {"set_key": str(partition_key)}
-    raise ValueError(f"unknown partitioning {kind!r}")
-
-
-def _where(where: Mapping[str, Any], extra: str = "TRUE", alias: str = "") -> tuple[str, list[Any]]:
-    """SQL condition `col = ?` for each scope column (prefixed with `alias.`), and the parameters."""
-    prefix = f"{alias}." if alias else ""
-    parts = [f'{prefix}"{c}" = ?' for c in where] + [f"({extra})"]
-    return " AND ".join(parts), list(where.values())
-
-
-def _result(offending: pl.DataFrame, n_offending: int, what: str, checked: int,
-            extra: Mapping[str, Any] | None = None) -> AssetCheckResult:
-    return AssetCheckResult(
-        passed=n_offending == 0,
-        severity=AssetCheckSeverity.ERROR,
-        description=f"{n_offending} {what}" if n_offending else None,
-        metadata={
-            "n_offending": n_offending,
-            "n_checked": checked,
-            "examples": MetadataValue.md(markdown_preview(offending, rows=EXAMPLES)),
-            **(extra or {}),
-        },
-    )
-
-
-def _scope(where: Mapping[str, Any]) -> dict[str, str]:
-    return {"scope": ", ".join(f"{k}={v}" for k, v in where.items()) or "whole table"}
+PARTITIONING: dict[str, str] = {t: k for m in BENCHMARKS for t, k in m.PARTITIONING.items()}
+BOUNDS: dict[str, list[Bound]] = {t: b for m in BENCHMARKS for t, b in m.BOUNDS.items()}
+# What a row must have to be usable, per partitioned table an LLM writes (SQL condition).
+USABLE: dict[str, str] = {t: c for m in BENCHMARKS for t, c in m.USABLE.items()}
+COVERAGE_CHECKS: tuple[CheckDef, ...] = tuple(c for m in BENCHMARKS for c in m.CHECKS)
 
 
 # ---- no duplicates -----------------------------------------------------------------------
 def duplicate_keys(wh: Warehouse, table: str, key: Sequence[str], where: Mapping[str, Any]) -> pl.DataFrame:
     """Natural-key values that occur more than once (with their count `n`) in the scope `where`."""
     cols = ", ".join(f'"{c}"' for c in key)
-    clause, params = _where(where)
+    clause, params = where_sql(where)
     return wh.query(f'SELECT {cols}, count(*) AS n FROM "{table}" WHERE {clause} '
                     f"GROUP BY {cols} HAVING count(*) > 1 ORDER BY {cols}", params)
 
 
 def evaluate_no_duplicates(wh: Warehouse, table: str, where: Mapping[str, Any]) -> AssetCheckResult:
     dups = duplicate_keys(wh, table, NATURAL_KEYS[table], where)
-    clause, params = _where(where)
+    clause, params = where_sql(where)
     total = int(wh.query(f'SELECT count(*) AS n FROM "{table}" WHERE {clause}', params)["n"][0])
     extra_rows = int((dups["n"] - 1).sum()) if dups.height else 0
-    return _result(dups, int(dups["n"].sum()) if dups.height else 0,
-                   f"rows share their natural key {NATURAL_KEYS[table]} with another row", total,
-                   {"n_duplicate_keys": dups.height, "n_extra_rows": extra_rows,
-                    "natural_key": ", ".join(NATURAL_KEYS[table]), **_scope(where)})
+    return result(dups, int(dups["n"].sum()) if dups.height else 0,
+                  f"rows share their natural key {NATURAL_KEYS[table]} with another row", total,
+                  {"n_duplicate_keys": dups.height, "n_extra_rows": extra_rows,
+                   "natural_key": ", ".join(NATURAL_KEYS[table]), **scope(where)})
 
 
-# ---- verdict coverage --------------------------------------------------------------------
-def missing_consistency_votes(steps: pl.DataFrame, votes: pl.DataFrame, judge_count: int) -> pl.DataFrame:
-    """Steps that should carry `judge_count` consistency votes but do not.
-
-    Mirrors the judging loop of `wse_platform.wse.judges.judge_consistency`: the narrated
-    steps of a trajectory are judged in order, each by judges 0..count-1, and judging stops
-    after the first step whose majority is not "consistent" (a contradiction, or no valid
-    majority = censoring). So the steps needing votes are 1..k, k = that step (or L).
-    Votes of another generation of the trajectory do not count.
-    `steps`: model, arch, seed_id, step, generation_version of the narrated steps;
-    `votes`: model, arch, seed_id, step, judge_index, verdict, category, prior_source,
-    prior_step, generation_version of the current judge configuration.
-    """
-    by_step: dict[tuple, dict[int, dict]] = {}
-    for v in votes.iter_rows(named=True):
-        by_step.setdefault((v["model"], v["arch"], v["seed_id"], v["step"], v["generation_version"]),
-                           {})[v["judge_index"]] = v
-    missing = []
-    for (model, arch, seed_id), traj in steps.sort("step").group_by(["model", "arch", "seed_id"],
-                                                                     maintain_order=True):
-        for row in traj.iter_rows(named=True):
-            found = by_step.get((model, arch, seed_id, row["step"], row["generation_version"]), {})
-            have = sorted(i for i in found if 0 <= i < judge_count)
-            if len(have) < judge_count:
-                missing.append({"model": model, "arch": arch, "seed_id": seed_id, "step": row["step"],
-                                "judge_indices_found": ",".join(map(str, have)), "expected": judge_count})
-                break
-            ballot = [None if found[i]["verdict"] is None else ConsistencyVerdict.model_construct(
-                verdict=found[i]["verdict"], category=found[i]["category"],
-                prior_source=found[i]["prior_source"], prior_step=found[i]["prior_step"]) for i in have]
-            if aggregate_step(ballot, judge_count, row["step"])["majority"] != "consistent":
-                break  # judging of this trajectory stops here
-    return pl.DataFrame(missing, schema={"model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "step": pl.Int64,
-                                         "judge_indices_found": pl.Utf8, "expected": pl.Int64})
-
-
-def evaluate_wse_consistency_coverage(wh: Warehouse, judge: JudgeConfig, where: Mapping[str, Any]) -> AssetCheckResult:
-    judge_id = judge.judge_id(CONSISTENCY_ROLE)
-    clause, params = _where(where, "narrative IS NOT NULL")
-    steps = wh.query("SELECT model, arch, seed_id, step, generation_version FROM wse_trajectory_steps "
-                     f"WHERE {clause}", params)
-    vclause, vparams = _where({**where, "judge_config_id": judge_id})
-    votes = wh.query("SELECT model, arch, seed_id, step, judge_index, verdict, category, prior_source, prior_step, "
-                     f"generation_version FROM wse_consistency_verdicts WHERE {vclause}", vparams)
-    missing = missing_consistency_votes(steps, votes, judge.count)
-    n_traj = steps.select("model", "arch", "seed_id").n_unique() if steps.height else 0
-    return _result(missing, missing.height, "narrated steps lack consistency votes of the current judge "
-                   "configuration (up to the trajectory's first non-consistent step)", n_traj,
-                   {"judge_config_id": judge_id, **_scope(where)})
-
-
-def evaluate_wse_richness_coverage(wh: Warehouse, judge: JudgeConfig, where: Mapping[str, Any]) -> AssetCheckResult:
-    """Every trajectory with a narrative (L >= 1) has richness verdicts 0..count-1 of the current judge."""
-    judge_id = judge.judge_id(RICHNESS_ROLE)
-    clause, params = _where(where, "t.length >= 1", alias="t")
-    missing = wh.query(
-        "SELECT t.model, t.arch, t.seed_id, t.length, count(DISTINCT r.judge_index) AS n_verdicts, "
-        f"{judge.count} AS expected FROM wse_trajectories t LEFT JOIN wse_richness_verdicts r "
-        "ON r.model = t.model AND r.arch = t.arch AND r.seed_id = t.seed_id AND r.judge_config_id = ? "
-        "AND r.generation_version IS NOT DISTINCT FROM t.generation_version "
-        f"AND r.judge_index BETWEEN 0 AND {judge.count - 1} "
-        f"WHERE {clause} GROUP BY ALL HAVING count(DISTINCT r.judge_index) < {judge.count} "
-        "ORDER BY t.model, t.arch, t.seed_id", [judge_id, *params])
-    n = int(wh.query(f"SELECT count(*) AS n FROM wse_trajectories t WHERE {clause}", params)["n"][0])
-    return _result(missing, missing.height, "trajectories with a narrative lack richness verdicts of the current "
-                   "judge configuration", n, {"judge_config_id": judge_id, **_scope(where)})
-
-
-def evaluate_ncp_conflict_reports(wh: Warehouse, where: Mapping[str, Any]) -> AssetCheckResult:
-    """Every stored turn >= 1 that did not end in an invalid output has a (parsable) conflict report."""
-    clause, params = _where(where, "turn >= 1 AND invalid_role IS NULL")
-    turns = wh.query("SELECT model, arch, spec_id, turn, conflict_report_json FROM ncp_turns "
-                     f"WHERE {clause} ORDER BY model, arch, spec_id, turn", params)
-
-    def bad(text: str | None) -> bool:
-        if text is None:
-            return True
-        try:
-            return not isinstance(json.loads(text), dict)
-        except ValueError:
-            return True
-
-    offending = turns.filter(pl.Series([bad(t) for t in turns["conflict_report_json"]], dtype=pl.Boolean))
-    return _result(offending.drop("conflict_report_json"), offending.height,
-                   "valid turns >= 1 have no conflict report", turns.height, _scope(where))
-
-
-def evaluate_ncp_reaudit_coverage(wh: Warehouse, auditor_ids: Sequence[str],
-                                  where: Mapping[str, Any]) -> AssetCheckResult:
-    """Every stored episode is re-audited by every configured auditor (in-loop + re-audit auditors)."""
-    clause, params = _where(where)
-    eps = wh.query(f"SELECT model, arch, spec_id FROM ncp_episodes WHERE {clause}", params)
-    done = wh.query(f"SELECT DISTINCT model, arch, spec_id, auditor_id FROM ncp_reaudit_episodes WHERE {clause}",
-                    params)
-    want = eps.join(pl.DataFrame({"auditor_id": list(auditor_ids)}, schema={"auditor_id": pl.Utf8}), how="cross")
-    missing = want.join(done, on=["model", "arch", "spec_id", "auditor_id"], how="anti") \
-        .sort("model", "arch", "spec_id", "auditor_id")
-    return _result(missing, missing.height, "episode × auditor pairs have no re-audit", want.height,
-                   {"auditors": MetadataValue.json(list(auditor_ids)), **_scope(where)})
-
-
-def evaluate_endings_verdict_coverage(wh: Warehouse, judge_id: str, where: Mapping[str, Any]) -> AssetCheckResult:
-    """Every prediction without failure has a verdict row of the current judge configuration."""
-    clause, params = _where(where, "p.failure_json IS NULL AND p.prediction IS NOT NULL", alias="p")
-    missing = wh.query(
-        "SELECT p.set_key, p.story_id, p.position, p.sample_index FROM endings_predictions p "
-        "WHERE " + clause + " AND NOT EXISTS (SELECT 1 FROM endings_verdicts v WHERE v.set_key = p.set_key "
-        "AND v.story_id = p.story_id AND v.position = p.position AND v.sample_index = p.sample_index "
-        "AND coalesce(v.\"repeat\", 0) = coalesce(p.\"repeat\", 0) "
-        "AND v.judge_config_id = ?) ORDER BY p.set_key, p.story_id, p.position, p.sample_index",
-        [*params, judge_id])
-    n = int(wh.query(f"SELECT count(*) AS n FROM endings_predictions p WHERE {clause}", params)["n"][0])
-    return _result(missing, missing.height, "valid predictions have no verdict of the current judge "
-                   "configuration", n, {"judge_config_id": judge_id, **_scope(where)})
-
-
-# ---- bounds and Table 6 ------------------------------------------------------------------
+# ---- bounds --------------------------------------------------------------------------
 def out_of_bounds(wh: Warehouse, table: str, bounds: Sequence[Bound], where: Mapping[str, Any]) -> pl.DataFrame:
     """One row per (row, column) outside its bounds: the column, its value, the bounds and the row's
     leading (identifying) columns. NULL means undefined and passes; NaN counts as outside."""
-    clause, params = _where(where)
+    clause, params = where_sql(where)
     ids = [c for c in wh.query(f'SELECT * FROM "{table}" LIMIT 0').columns
            if c not in {b.column for b in bounds} and not c.endswith("_json")][:4]
     id_cols = "".join(f', "{c}"' for c in ids)
@@ -324,52 +101,15 @@ def out_of_bounds(wh: Warehouse, table: str, bounds: Sequence[Bound], where: Map
 def evaluate_bounds(wh: Warehouse, table: str, where: Mapping[str, Any] | None = None) -> AssetCheckResult:
     where = where or {}
     bad = out_of_bounds(wh, table, BOUNDS[table], where)
-    clause, params = _where(where)
+    clause, params = where_sql(where)
     n = int(wh.query(f'SELECT count(*) AS n FROM "{table}" WHERE {clause}', params)["n"][0])
-    return _result(bad, bad.height, "values lie outside their bounds", n, {
+    return result(bad, bad.height, "values lie outside their bounds", n, {
         "bounds": MetadataValue.md("\n".join(f"- `{b.column}` in [{b.lo:g}, {b.hi:g}]"
                                              + ("" if b.rows == "TRUE" else f" where {b.rows}")
-                                             for b in BOUNDS[table])), **_scope(where)})
-
-
-def table6_mismatches(stats: pl.DataFrame) -> pl.DataFrame:
-    """Rows of `ncp_spec_stats` that, printed like the paper (2 decimals), differ from Table 6."""
-    rows = []
-    got = {r["quantity"]: r for r in stats.iter_rows(named=True)}
-    for quantity, want in PAPER_TABLE6.items():
-        r = got.get(quantity)
-        printed = None if r is None else (str(r["total"]), f"{r['mean']:.2f}", f"{r['std']:.2f}",
-                                          str(r["min"]), str(r["max"]))
-        n_specs = None if r is None else r["n_specs"]
-        if printed != want or n_specs != PAPER_N_SPECS:
-            rows.append({"quantity": quantity, "n_specs": n_specs, "stored": " / ".join(printed or ("missing",)),
-                         "paper": " / ".join(want)})
-    return pl.DataFrame(rows, schema={"quantity": pl.Utf8, "n_specs": pl.Int64, "stored": pl.Utf8, "paper": pl.Utf8})
-
-
-def evaluate_table6(wh: Warehouse) -> AssetCheckResult:
-    stats = wh.query("SELECT * FROM ncp_spec_stats ORDER BY quantity")
-    bad = table6_mismatches(stats)
-    return _result(bad, bad.height, "quantities differ from the paper's Table 6 (total / mean / std / min / max)",
-                   stats.height, {"paper_table6": MetadataValue.json({k: list(v) for k, v in PAPER_TABLE6.items()})})
+                                             for b in BOUNDS[table])), **scope(where)})
 
 
 # ---- health: nothing usable, failed LLM calls, empty tables (warnings) ----------------------
-# What a row must have to be usable, per partitioned table an LLM writes (SQL condition).
-USABLE: dict[str, str] = {
-    "wse_trajectory_steps": "narrative IS NOT NULL",
-    "wse_trajectories": "length >= 1",
-    "wse_consistency_verdicts": "verdict IS NOT NULL",
-    "wse_richness_verdicts": "failure_json IS NULL",
-    "ncp_episodes": "invalid_role IS NULL",
-    "ncp_turns": "turn >= 1 AND invalid_role IS NULL",
-    "ncp_reaudit_episodes": "invalid_role IS NULL",
-    "ncp_reaudit_turns": "turn >= 1 AND invalid_role IS NULL",
-    "ncp_spec_extraction": "ok",
-    "endings_stories": "included AND text IS NOT NULL AND failure_json IS NULL",
-    "endings_predictions": "failure_json IS NULL AND prediction IS NOT NULL",
-    "endings_verdicts": "verdict IS NOT NULL",
-}
 # Share of a cell's LLM requests that ended without a valid answer, or with a cut answer / prompt,
 # above which its latest materialization is flagged (a warning: the rows are kept, as the papers do).
 MAX_FAILED_SHARE = 0.2
@@ -377,7 +117,7 @@ MAX_FAILED_SHARE = 0.2
 
 def evaluate_usable_rows(wh: Warehouse, table: str, where: Mapping[str, Any]) -> AssetCheckResult:
     """The partition has at least one usable row (e.g. a narrated step, a story that was written)."""
-    clause, params = _where(where)
+    clause, params = where_sql(where)
     row = wh.query(f'SELECT count(*) AS n, count(*) FILTER (WHERE {USABLE[table]}) AS usable '
                    f'FROM "{table}" WHERE {clause}', params).row(0, named=True)
     n, usable = int(row["n"]), int(row["usable"])
@@ -385,7 +125,7 @@ def evaluate_usable_rows(wh: Warehouse, table: str, where: Mapping[str, Any]) ->
         passed=usable > 0, severity=AssetCheckSeverity.WARN,
         description=None if usable else (f"nothing usable: {n} rows, none with {USABLE[table]}" if n
                                          else "nothing usable: the partition has no rows"),
-        metadata={"n_rows": n, "n_usable": usable, "usable_means": USABLE[table], **_scope(where)})
+        metadata={"n_rows": n, "n_usable": usable, "usable_means": USABLE[table], **scope(where)})
 
 
 def llm_failure_counts(wh: Warehouse, run_id: str, partition_key: str | None) -> dict[str, int]:
@@ -480,21 +220,6 @@ def _is_table(name: str) -> bool:
 
 
 # ---- Dagster wrappers --------------------------------------------------------------------
-Evaluate = Callable[[Warehouse, Settings, Mapping[str, Any]], AssetCheckResult]
-
-
-@dataclass(frozen=True)
-class CheckDef:
-    """One check: the table (asset) it is about, its evaluation and the partitioning of its scope."""
-    table: str
-    name: str
-    description: str
-    evaluate: Evaluate
-    partitioning: str | None = None          # field of BenchmarkPartitions; None = unpartitioned table
-    additional_deps: tuple[str, ...] = ()
-    needs_context: bool = False              # evaluate(wh, settings, where, context): reads the instance
-
-
 def _no_duplicates(table: str) -> CheckDef:
     return CheckDef(table, "no_duplicate_rows",
                     f"No two rows of a partition share the natural key ({', '.join(NATURAL_KEYS[table])}).",
@@ -506,35 +231,6 @@ def _bounds(table: str) -> CheckDef:
     return CheckDef(table, "metric_bounds", f"Percentages in [0, 100], shares and rates in [0, 1]: {cols}.",
                     lambda wh, s, where: evaluate_bounds(wh, table, where), PARTITIONING.get(table))
 
-
-COVERAGE_CHECKS: tuple[CheckDef, ...] = (
-    CheckDef("wse_consistency_verdicts", "every_step_judged",
-             "Every narrated step up to the trajectory's first majority-inconsistent or no-majority step has one "
-             "vote per consistency judge of the current judge configuration (judging stops after that step).",
-             lambda wh, s, where: evaluate_wse_consistency_coverage(wh, s.wse.consistency_judge, where),
-             "wse", ("wse_trajectory_steps",)),
-    CheckDef("wse_richness_verdicts", "every_trajectory_rated",
-             "Every trajectory with at least one narrated step has one richness verdict per judge of the current "
-             "judge configuration.",
-             lambda wh, s, where: evaluate_wse_richness_coverage(wh, s.wse.richness_judge, where),
-             "wse", ("wse_trajectories",)),
-    CheckDef("ncp_turns", "every_turn_audited",
-             "Every stored turn >= 1 that did not end in an invalid output has a conflict report.",
-             lambda wh, s, where: evaluate_ncp_conflict_reports(wh, where), "ncp"),
-    CheckDef("ncp_reaudit_episodes", "every_episode_reaudited",
-             "Every stored episode has a re-audit by each configured auditor (the in-loop auditor and "
-             "`ncp.reaudit_auditors`).",
-             lambda wh, s, where: evaluate_ncp_reaudit_coverage(wh, [a.auditor_id for a in reaudit_auditors(s)], where),
-             "ncp", ("ncp_episodes",)),
-    CheckDef("endings_verdicts", "every_prediction_judged",
-             "Every predicted ending without a failure has a verdict of the current judge configuration.",
-             lambda wh, s, where: evaluate_endings_verdict_coverage(wh, judge_config_id(s), where),
-             "endings", ("endings_predictions",)),
-)
-TABLE6_CHECK = CheckDef("ncp_spec_stats", "equals_paper_table6",
-                        "Facts, commitments and trajectory nodes over the released specs print exactly as the NCP "
-                        "paper's Table 6 (n = 100; total, mean, sample std, min, max).",
-                        lambda wh, s, where: evaluate_table6(wh))
 
 
 def _table_exists(table: str, settings: Settings, parts: BenchmarkPartitions) -> bool:

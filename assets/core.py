@@ -24,7 +24,8 @@ Convention (read before writing an asset module under ``assets/<benchmark>/``):
            results = client.complete_many(requests)
 
 5. Settings through ``SettingsResource`` (resource key ``settings``): ``settings.get()``.
-6. Give every asset ``group_name`` (``wse_bench`` | ``ncp_bench`` | ``endings`` | ``platform``),
+6. Give every asset ``group_name`` (``wse_bench`` | ``ncp_bench`` | ``endings`` | ``platform``; a default:
+   ``assets/groups.py`` regroups every asset by role, ``<benchmark>_sources|cells|verdicts|tables``),
    ``kinds`` (``{"duckdb"}``, plus ``"llm"`` where it calls a model), a one-paragraph
    ``description`` saying what a row is, and a ``code_version`` from
    ``assets.versioning.code_version(module_or_file, ..., prompts=[...])`` so the UI shows

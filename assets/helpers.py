@@ -280,10 +280,15 @@ def describe_tables(objs: list, warehouse_path: Path) -> list:
         if name in schemas:
             meta["dagster/table_name"] = f"{db}.main.{name}"
             meta["dagster/column_schema"] = schemas[name]
-        layer = "config" if "yaml" in (spec.kinds or set()) else ("cell" if spec.partitions_def else "table")
-        tags = {"benchmark": (spec.group_name or "platform"), "layer": layer}
-        owner = OWNERS.get(spec.group_name or "platform")
-        return spec.merge_attributes(metadata=meta, tags=tags, owners=[owner] if owner else [])
+        from assets.groups import BENCH_TAG, benchmark_of
+
+        bench = BENCH_TAG[benchmark_of(name)]
+        layer = ("config" if spec.tags.get("wse/config_asset") else "files" if spec.tags.get("wse/file_source")
+                 else (spec.group_name or "").rsplit("_", 1)[-1] if spec.group_name != "platform" else "table")
+        tags = {"benchmark": bench, "layer": layer}
+        owner = OWNERS.get(bench)
+        return spec.merge_attributes(metadata=meta, tags=tags,
+                                     owners=[owner] if owner and owner not in spec.owners else [])
 
     out = []
     for o in objs:

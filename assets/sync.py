@@ -104,11 +104,16 @@ def _digest(newest: int, passed: bool, description: str) -> str:
 
 
 def _already_said(record, newest: int, passed: bool, description: str) -> bool:
-    """The latest `in_sync` evaluation is this verdict, on the asset's newest materialization."""
+    """The latest `in_sync` evaluation is this verdict, on the asset's newest materialization.
+
+    While a run that will evaluate the check is in flight, the latest record is its *planned*
+    evaluation (no verdict, no target): nothing said yet about the materialization that exists, so
+    the verdict is reported on it now (the run's own evaluation supersedes it when it finishes)."""
     ev = record.evaluation if record is not None else None
-    target = ev.target_materialization_data if ev is not None else None
-    return (ev is not None and target is not None and target.storage_id == newest and ev.passed == passed
-            and ev.description == description)
+    if not isinstance(ev, AssetCheckEvaluation):  # None, or AssetCheckEvaluationPlanned (run in flight)
+        return False
+    target = ev.target_materialization_data
+    return target is not None and target.storage_id == newest and ev.passed == passed and ev.description == description
 
 
 def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str]) -> tuple[list, dict[str, str]]:

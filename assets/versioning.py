@@ -156,7 +156,10 @@ def config_specs(objs) -> list[AssetSpec]:
 
 
 def record_config_versions(instance, objs) -> list[str]:
-    """Record the changed config fingerprints as runless materializations; returns the changed keys."""
+    """Record the changed config fingerprints as runless materializations, and the changed input
+    files as runless observations (`assets/source_files.py`); returns the changed keys."""
+    from assets.source_files import file_events, file_source_specs
+
     changed = []
     for spec in config_specs(objs):
         events = config_events(instance, spec)
@@ -164,4 +167,9 @@ def record_config_versions(instance, objs) -> list[str]:
             instance.report_runless_asset_event(ev)
         if events:
             changed.append(spec.key.to_user_string())
+    for spec in file_source_specs(objs):
+        key = spec.key.to_user_string()
+        for ev in file_events(instance, key, spec):
+            instance.report_runless_asset_event(ev)
+            changed.append(key)
     return changed

@@ -31,6 +31,7 @@ from wse_platform.run_console import console_logger
 ASSET_MODULES: tuple[str, ...] = (
     "assets.core",
     "assets.versioning",
+    "assets.source_files",
     "assets.wse.sources",
     "assets.wse.generation",
     "assets.wse.judging",
@@ -76,7 +77,9 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
 
     # every asset: its automation condition, table name / column schema / owner / tags; llm_calls
     # drawn downstream of every LLM asset
-    objs = describe_tables(with_automation(with_llm_calls_lineage(objs)), settings.warehouse)
+    from assets.groups import regroup  # groups by role: sources → cells → verdicts → tables
+
+    objs = describe_tables(with_automation(regroup(with_llm_calls_lineage(objs))), settings.warehouse)
 
     sensors, schedules, jobs = build_automation(settings, parts, objs)
     sync_checks, sync_sensors = sync.build(objs)  # the `wse status` verdict as an `in_sync` check per asset

@@ -226,7 +226,8 @@ def expand_multi_assets(defs: Definitions, keys: Sequence[AssetKey]) -> tuple[li
 def observable_sources(defs: Definitions) -> list:
     return [a for a in defs.assets or []
             if (isinstance(a, SourceAsset) and a.is_observable)
-            or (isinstance(a, AssetsDefinition) and a.is_observable and not a.is_materializable)]
+            or (isinstance(a, AssetsDefinition) and a.is_observable and not a.is_materializable
+                and not any(s.tags.get("wse/file_source") for s in a.specs))]  # recorded with the config versions
 
 
 def observe_sources(defs: Definitions, instance: DagsterInstance) -> list[str]:

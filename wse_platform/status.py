@@ -126,7 +126,7 @@ def recorded_changes(instance: DagsterInstance, key: AssetKey, pk: str | None) -
 
 
 STATUS_CACHE = "wse_status_cache.json"  # in DAGSTER_HOME
-_CACHE_FORMAT = 4  # 4: per-asset marks, recomputed incrementally
+_CACHE_FORMAT = 5  # 4: per-asset marks, recomputed incrementally; 5: causes name the edits
 
 
 def _signatures(graph) -> dict[str, str]:
@@ -230,7 +230,9 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
                     reuse: dict[str, list[CellStatus]] | None = None) -> list[CellStatus]:
     """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`."""
-    resolver = _resolver(graph, instance)
+    from wse_platform.status_edits import EditLog, with_edits
+
+    resolver, edits = _resolver(graph, instance), EditLog(graph, instance)
     seen: dict[tuple[AssetKey, str | None], str] = {}
     out: list[CellStatus] = []
     for key in graph.toposorted_asset_keys:
@@ -255,6 +257,8 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
                 status, causes = MISSING, []
             else:
                 status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
+                if status == STALE:  # name the edit behind it, however far upstream
+                    causes = with_edits(causes, edits.since_built(key, pk))
             seen[(key, pk)] = status
             out.append(CellStatus(key.to_user_string(), pk, status, causes))
     return out

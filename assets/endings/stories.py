@@ -1,6 +1,7 @@
 """100-Endings story sources: the corpus folders and the ideas file, observed per story set.
 
-`endings_story_sources` is an observable source asset: its data version per set is a hash
+`endings_story_sources` is an observable source asset (kinds, owner; recorded like the other input
+files, `assets/source_files.py`): its data version per set is a hash
 of the files the set is built from (a human corpus folder, or the ideas file and the
 reference stories it names), so editing a story or an idea marks exactly that set's
 `endings_stories` unsynced. The check `endings_corpora_readable` lists every corpus file
@@ -10,8 +11,8 @@ that was skipped (not UTF-8, empty, missing metadata) by name.
 import hashlib
 from pathlib import Path
 
-from dagster import (AssetCheckResult, AssetCheckSeverity, DataVersion, DataVersionsByPartition, MetadataValue,
-                     asset_check, observable_source_asset)
+from dagster import (AssetCheckResult, AssetCheckSeverity, AssetSpec, DataVersion, MetadataValue, ObserveResult,
+                     asset_check, multi_observable_source_asset)
 
 from assets.partitions import BenchmarkPartitions, parse_endings_set
 from resources.settings import settings_for
@@ -64,14 +65,19 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return []
     config_path = settings.source_file
 
-    @observable_source_asset(
-        name="endings_story_sources", partitions_def=parts.endings, group_name=GROUP,
+    meta = {"config_file": MetadataValue.path(str(config_path))} if config_path else {}
+    spec = AssetSpec(
+        "endings_story_sources", partitions_def=parts.endings, group_name="endings_sources", kinds={"text", "yaml"},
+        owners=["team:endings"], tags={"wse/file_source": "true"}, metadata=meta,
         description="The files each 100-Endings story set is built from: a human corpus folder (UTF-8 "
                     "texts + corpus.yaml) or the story-ideas file and the reference stories it names. "
-                    "Data version = hash of those files.")
-    def endings_story_sources():
+                    "Data version = hash of those files (recorded per set when it changes, see "
+                    "`assets/source_files.py`).")
+
+    @multi_observable_source_asset(specs=[spec], name="observe_endings_story_sources")
+    def endings_story_sources(context):
         s = settings_for(config_path)
-        return DataVersionsByPartition({k: source_version(s, k) for k in parts.endings.get_partition_keys()})
+        return ObserveResult(asset_key=spec.key, data_version=DataVersion(source_version(s, context.partition_key)))
 
     @asset_check(asset="endings_stories", name="endings_corpora_readable",
                  description="Every file of every configured corpus is readable: UTF-8, not empty, with "

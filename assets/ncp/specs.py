@@ -85,6 +85,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
 
     @asset(
         name="ncp_specs",
+        deps=["ncp_spec_files"],  # the spec files as an observable source (assets/source_files.py)
         group_name=GROUP,
         kinds={"duckdb"},
         # an explicit exclusion changes the table, so it is part of the version

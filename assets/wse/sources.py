@@ -71,6 +71,7 @@ def _counts(df: pl.DataFrame, col: str) -> dict[str, int]:
 def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     @asset(
         name="wse_initial_worlds",
+        deps=["wse_dracor_plays", "wse_smallville_personas", "wse_bianjing_world"],  # assets/source_files.py
         group_name=GROUP,
         kinds={"duckdb"},
         code_version=code_version(*WORLD_CODE),

@@ -21,6 +21,7 @@ class Daemon:
     def __init__(self, defs, instance):
         self.defs, self.instance, self.cursor = defs, instance, None
         self.sensor_cursors: dict[str, str | None] = {}
+        self.failed: list[str] = []  # labels of the runs that failed
         self.graph = defs.resolve_asset_graph()
 
     def tick(self) -> set[tuple[str, str | None]]:
@@ -43,14 +44,29 @@ class Daemon:
                 wanted |= {(k.to_user_string(), req.partition_key) for k in req.asset_selection}
         return wanted
 
-    def run(self, wanted: set[tuple[str, str | None]]) -> None:
-        from wse_platform.runner import execute, plan
+    def runs(self, wanted: set[tuple[str, str | None]]) -> list:
+        """The runs the daemon launches for one tick's requests: one per partition key (the sensor
+        groups a tick's requests by partition; assets of different partitionings never share a run),
+        most downstream first. The daemon starts them together; run one after the other in this
+        order, a run that reads what another run of the same tick rebuilds reads it *before* the
+        rebuild, as it may under the daemon."""
+        from wse_platform.runner import RunPlanStep
 
-        keys = sorted({AssetKey(a) for a, _ in wanted}, key=lambda k: k.to_user_string())
-        parts = {k: (None if self.graph.get(k).partitions_def is None
-                     else sorted(p for a, p in wanted if a == k.to_user_string())) for k in keys}
-        report = execute(self.defs, plan(self.defs, keys, parts), self.instance, echo=lambda *_: None)
-        assert report.ok
+        order = {k: i for i, k in enumerate(self.graph.toposorted_asset_keys)}
+        groups: dict[tuple[object, str | None], list[AssetKey]] = {}
+        for a, p in wanted:
+            key = AssetKey(a)
+            groups.setdefault((self.graph.get(key).partitions_def, p), []).append(key)
+        steps = [RunPlanStep(sorted(keys, key=order.__getitem__), p) for (_, p), keys in groups.items()]
+        return sorted(steps, key=lambda st: (-max(order[k] for k in st.keys), str(st.partition_key)))
+
+    def run(self, wanted: set[tuple[str, str | None]]) -> None:
+        from wse_platform.runner import execute
+
+        for step in self.runs(wanted):
+            report = execute(self.defs, [step], self.instance, echo=lambda *_: None)
+            if not report.ok:
+                self.failed.append(step.label())
 
     def settle(self, max_ticks: int = 8) -> set[tuple[str, str | None]]:
         """Tick and run until nothing is requested; everything requested on the way."""
@@ -58,6 +74,7 @@ class Daemon:
         for _ in range(max_ticks):
             wanted = self.tick()
             if not wanted:
+                assert not self.failed, f"failed runs: {self.failed}"
                 return done
             done |= wanted
             self.run(wanted)

@@ -187,6 +187,25 @@ def test_ncp_every_valid_turn_has_a_conflict_report(wh):
     assert "| movie01 | 2 |" in examples(bad) and "| movie01 | 3 |" in examples(bad)
 
 
+def test_a_check_that_examined_nothing_warns_instead_of_passing(wh):
+    """Issue 21: `every_turn_audited` on `ncp_turns` "Passed" with `n_checked: 0` (every turn of the cell
+    had ended in an invalid output). A check with nothing to examine says so, as a warning."""
+    from dagster import AssetCheckSeverity
+
+    only_invalid = _turns([None, None, None], [None, "ncp.narrator", "ncp.player"])  # turn 0 needs no report
+    wh.replace_partition("ncp_turns", only_invalid, NCP_CELL)
+    res = C.evaluate_ncp_conflict_reports(wh, NCP_CELL)
+    assert not res.passed and res.severity == AssetCheckSeverity.WARN and meta(res, "n_checked") == 0
+    assert res.description.startswith("examined nothing: no valid turns >= 1")
+    assert "model=smollm2" in res.description  # the scope it looked at
+    # the same for a table-driven check on an empty scope, and an offending row still is an error
+    empty = C.evaluate_no_duplicates(wh, "ncp_episodes", NCP_CELL)
+    assert not empty.passed and empty.severity == AssetCheckSeverity.WARN and "examined nothing" in empty.description
+    wh.replace_partition("ncp_turns", _turns([None, None], [None, None]), NCP_CELL)
+    bad = C.evaluate_ncp_conflict_reports(wh, NCP_CELL)
+    assert not bad.passed and bad.severity == AssetCheckSeverity.ERROR and meta(bad, "n_offending") == 1
+
+
 def test_ncp_every_episode_reaudited_by_every_auditor(wh):
     wh.replace_partition("ncp_episodes", pl.DataFrame({**NCP_CELL, "spec_id": ["m1", "m2"]}), NCP_CELL)
     wh.replace_partition("ncp_reaudit_episodes", pl.DataFrame({**NCP_CELL, "spec_id": ["m1", "m2"],

@@ -138,9 +138,37 @@ def test_config_edit_shows_in_sync_failed_in_the_ui_until_the_automation_rebuild
     assert ui["wse_cell_metrics"]["in_sync"] == "FAILED"     # a final table built from the stale cell
 
     daemon.run(requested)  # the automation rebuilds; each run evaluates `in_sync` on what it built
-    daemon.settle()
+    _rebuilds_wait_for_their_inputs_and_every_stale_asset_names_the_edit(defs, instance, daemon)
     assert not [r for r in compute_status(defs, instance) if r.status == STALE]
     assert _current_and_passed(defs, instance) == {}
+
+
+def _rebuilds_wait_for_their_inputs_and_every_stale_asset_names_the_edit(defs, instance, daemon) -> None:
+    """Issue 21, seen live after `wse.horizon` 2 → 3 under `wse ui`: once the cell was regenerated, the
+    automation requested the re-judge of the cell *and* the tables reading it in the same tick, as
+    separate runs, and the table run read the old verdicts and failed (`TableInputError … re-judge`).
+    A rebuild now waits until its inputs are neither in progress nor about to be rebuilt (the daemon
+    here launches a tick's runs one per partition, most downstream first: `Daemon.runs`), and the
+    config edit ends with zero failed runs. Meanwhile every stale asset's causes and `in_sync` failure
+    name the edit, not just "has a new data version". (Part of the test above: one regeneration.)"""
+    from wse_platform.status import STALE, compute_status
+
+    second = daemon.tick()  # after the cell's regeneration
+    edit = "wse-gen › horizon: 1 → 2"
+    stale = {r.asset: r.causes for r in compute_status(defs, instance) if r.status == STALE}
+    assert {"wse_consistency_verdicts", "wse_trajectory_consistency", "wse_cell_metrics"} <= set(stale)
+    assert {a: c for a, c in stale.items() if not c or not all(edit in line for line in c)} == {}
+    for asset in stale:  # the UI's `in_sync` says the same
+        ev = _latest(instance, asset).evaluation
+        assert not ev.passed and edit in ev.description, asset
+    graph = defs.resolve_asset_graph()  # nothing requested in the same tick as an input another run rebuilds
+    pdefs = {a: graph.get(AssetKey(a)).partitions_def for a, _ in second}
+    assert [(a, b) for a, _ in second for b, _ in second
+            if AssetKey(b) in graph.get(AssetKey(a)).parent_keys and pdefs[a] != pdefs[b]] == []
+    assert ("wse_consistency_verdicts", CELL) in second and ("wse_cell_metrics", None) not in second
+    daemon.run(second)
+    daemon.settle()  # asserts that no run failed
+    assert daemon.failed == []
 
 
 @pytest.mark.slow
@@ -164,3 +192,36 @@ def test_an_undone_edit_turns_in_sync_back_to_passed_without_a_rebuild(tiny):
     assert back.evaluation.target_materialization_data.storage_id == built  # the same materialization
     assert _newest_materialization(instance, "wse_trajectories") == built
     assert _current_and_passed(defs, instance) == {}
+
+
+def _plan_in_sync(instance, asset: str) -> str:
+    """What a run in flight leaves in the event log for `in_sync` before it evaluates it: a *planned*
+    evaluation (no verdict, no target materialization). Returns the run id."""
+    from dagster import DagsterEvent, DagsterEventType
+    from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationPlanned
+
+    run_id = "a0000000-0000-4000-8000-00000000f11e"
+    event = DagsterEvent(event_type_value=DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED.value,
+                         job_name="__ASSET_JOB",
+                         event_specific_data=AssetCheckEvaluationPlanned(asset_key=AssetKey(asset), check_name=IN_SYNC))
+    instance.report_dagster_event(event, run_id=run_id)
+    return run_id
+
+
+@pytest.mark.slow
+def test_sync_status_reports_while_runs_are_in_flight(tiny):
+    """Issue 21: with automation runs in flight (planned `in_sync` evaluations in the event log) the
+    sensor errored on every tick (`'AssetCheckEvaluationPlanned' object has no attribute
+    'target_materialization_data'`) and no `in_sync` failure was recorded. It now reports the verdict
+    on the materialization that exists; the run's own evaluation supersedes it when it finishes."""
+    defs, instance = setup(tiny)
+    daemon = Daemon(defs, instance)
+    daemon.tick()
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    run_id = _plan_in_sync(instance, "wse_trajectories")
+    assert _latest(instance, "wse_trajectories").run_id == run_id  # the planned evaluation is the latest
+    daemon.tick()  # raised before the fix
+    rec = _latest(instance, "wse_trajectories")
+    assert rec.run_id != run_id and not rec.evaluation.passed
+    assert f"- {CELL}: stale; {HORIZON_EDIT}" in rec.evaluation.description
+    assert rec.evaluation.target_materialization_data.storage_id == _newest_materialization(instance, "wse_trajectories")

@@ -1,0 +1,99 @@
+"""Which edit made a partition stale, named on every asset downstream of it.
+
+A config asset records what changed with each new version (`changed`, see `assets/versioning.py`),
+and an observable file source what files changed (`assets/source_files.py`). The cause lines of
+`wse status` (and of the `in_sync` check) name those edits where the stale dependency *is* the edited
+source; further down, the cause is "an upstream partition is stale" or, once that upstream was rebuilt,
+"has a new data version", which does not say why. `EditLog.since_built` answers for any asset
+partition: the edits recorded on its sources (config and file assets among its ancestors) after it was
+last built — e.g. `wse-gen › horizon: 1 → 2` on a table built from a regenerated cell.
+
+Cost: one query per source asset and one per asset with a stale partition, per status computation.
+"""
+from __future__ import annotations
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
+
+from wse_platform.versions import CHANGES_META
+
+MAX_EDITS = 5  # edits named in one cause line
+
+
+def _changes(record) -> list[str]:
+    event = record.event_log_entry.asset_materialization or record.event_log_entry.asset_observation
+    value = event.metadata.get(CHANGES_META) if event is not None else None
+    text = getattr(value, "md_str", None)
+    return [line[2:] for line in text.splitlines() if line.startswith("- ")] if text else []
+
+
+class EditLog:
+    """Edits recorded on the sources of the assets of one graph (read lazily, once per source)."""
+
+    def __init__(self, graph, instance: DagsterInstance):
+        self.graph, self.instance = graph, instance
+        self._sources: dict[AssetKey, list[AssetKey]] = {}
+        self._records: dict[AssetKey, tuple[int, list]] = {}
+        self._built: dict[AssetKey, dict[str | None, int]] = {}
+
+    def _is_source(self, key: AssetKey) -> bool:
+        node = self.graph.get(key)
+        return not node.is_materializable and not node.parent_keys  # config and file assets (not llm_calls)
+
+    def sources_of(self, key: AssetKey) -> list[AssetKey]:
+        if key not in self._sources:
+            seen, frontier = set(), [key]
+            while frontier:
+                for p in self.graph.get(frontier.pop()).parent_keys:
+                    if p not in seen and self.graph.has(p):
+                        seen.add(p)
+                        frontier.append(p)
+            self._sources[key] = sorted((k for k in seen if self._is_source(k)), key=lambda k: k.to_user_string())
+        return self._sources[key]
+
+    def built_at(self, key: AssetKey, pk: str | None) -> int | None:
+        """Storage id of the latest materialization of `key[pk]` (one query per asset)."""
+        if key not in self._built:
+            if self.graph.get(key).partitions_def is None:
+                res = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
+                self._built[key] = {None: res.records[0].storage_id} if res.records else {}
+            else:
+                self._built[key] = dict(self.instance.get_latest_storage_id_by_partition(
+                    key, DagsterEventType.ASSET_MATERIALIZATION))
+        return self._built[key].get(pk)
+
+    def _after(self, source: AssetKey, storage_id: int) -> list:
+        """The source's records after `storage_id`, oldest first (fetched once from the earliest asked)."""
+        have = self._records.get(source)
+        if have is None or storage_id < have[0]:
+            node = self.graph.get(source)
+            flt = AssetRecordsFilter(asset_key=source, after_storage_id=storage_id)
+            res = (self.instance.fetch_observations(flt, limit=1000) if node.is_observable
+                   else self.instance.fetch_materializations(flt, limit=1000))
+            have = (storage_id, sorted(res.records, key=lambda r: r.storage_id))
+            self._records[source] = have
+        return [r for r in have[1] if r.storage_id > storage_id]
+
+    def since_built(self, key: AssetKey, pk: str | None) -> list[str]:
+        """The edits recorded on `key`'s sources after `key[pk]` was last built (for a partitioned
+        source of the same partitions, on that partition only), oldest first."""
+        built = self.built_at(key, pk)
+        if built is None:
+            return []
+        pdef = self.graph.get(key).partitions_def
+        out: list[str] = []
+        for source in self.sources_of(key):
+            same = pk is not None and self.graph.get(source).partitions_def == pdef
+            for record in self._after(source, built):
+                if same and record.partition_key != pk:
+                    continue
+                out += [c for c in _changes(record) if c not in out and c != "(first version)"]
+        return out
+
+
+def with_edits(causes: list[str], edits: list[str]) -> list[str]:
+    """Cause lines that do not say what changed get the edits, e.g. `wse_trajectories[B1|m]: has a
+    new data version (wse-gen › horizon: 1 → 2)`; lines about code stay as they are."""
+    if not edits:
+        return causes
+    shown = "; ".join(edits[:MAX_EDITS]) + (f"; and {len(edits) - MAX_EDITS} more" if len(edits) > MAX_EDITS else "")
+    return [c if c.endswith(")") or c.startswith("code:") else f"{c} ({shown})" for c in causes]
