@@ -25,6 +25,9 @@ from wse_platform.llm.errors import CacheCorrupted
 
 _CHUNK = 500  # keys per SELECT ... IN (...)
 CLAIM_MAX_AGE_S = 3600.0  # a claim older than this is taken over even if its process still runs
+# claim owners of this process that are still asking; a claim of this process by an owner not listed
+# here was left by a client that failed (e.g. its disk filled before it could drop the claim)
+LIVE_OWNERS: set[str] = set()
 
 
 def _alive(pid: int) -> bool:
@@ -190,6 +193,7 @@ class ResponseCache:
                                 continue
                             h = held.get(k)
                             if h is None or h[0] == owner or (h[1] == host and not _alive(h[2])) \
+                                    or (h[2] == pid and h[1] == host and h[0] not in LIVE_OWNERS) \
                                     or now - h[3] > CLAIM_MAX_AGE_S:
                                 take.append((k, owner, host, pid, now))
                                 mine.append(k)

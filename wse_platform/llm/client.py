@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, BackendUnavailable, attempt_seed,
                                       make_backend)
-from wse_platform.llm.cache import ResponseCache, content_key
+from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key
 from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
 from wse_platform.llm.progress import BatchProgress, ProgressFn
@@ -276,7 +276,17 @@ class LLMClient:
             with self._lock:
                 batch, upto = self._records[self._flushed:], len(self._records)
             if batch:
-                self._write_sink(batch)
+                try:
+                    self._write_sink(batch)
+                except LLMInfrastructureError as err:
+                    if force:
+                        raise
+                    # during a batch: the answers in flight still arrive (they are paid for) and are
+                    # journaled; the run stops when this attempt ends
+                    if not self._durability_error:
+                        self._durability_error = str(err)
+                        log.error("%s", err)
+                    return
             with self._lock:
                 self._flushed = max(self._flushed, upto)
                 self._last_flush = time.monotonic()
@@ -382,7 +392,12 @@ class LLMClient:
         # another client is answering (their answers arrive through the cache, counted there)
         self._n_claims += 1
         owner = f"{self._owner}:{self._n_claims}"
-        hits, mine, others = self.cache.claim(list(by_key), owner)
+        LIVE_OWNERS.add(owner)
+        try:
+            hits, mine, others = self.cache.claim(list(by_key), owner)
+        except BaseException:
+            LIVE_OWNERS.discard(owner)
+            raise
         try:
             while True:
                 served = self._serve_hits(hits, by_key, progress)
@@ -394,7 +409,16 @@ class LLMClient:
                 time.sleep(CLAIM_POLL_S)
                 hits, mine, others = self.cache.claim(others, owner)
         finally:
-            self._store_answers(release=list(by_key), owner=owner)
+            try:
+                self._store_answers(release=list(by_key), owner=owner)
+            except BaseException:
+                try:
+                    self.cache.release_claims(owner)
+                except Exception:  # noqa: BLE001 - LIVE_OWNERS below lets this process take them over
+                    pass
+                raise
+            finally:
+                LIVE_OWNERS.discard(owner)
 
     def _serve_hits(self, hits: dict[str, dict[str, Any]], by_key: dict[str, list[_State]],
                     progress: BatchProgress) -> set[str]:
