@@ -136,6 +136,8 @@ class LLMClient:
         self._store_lock = threading.Lock()
         self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
         self._n_claims = 0
+        self._flusher: ThreadPoolExecutor | None = None
+        self._flush_pending = False
         self._replayed = False
         self._journaled_records = 0
 
@@ -315,6 +317,9 @@ class LLMClient:
         return self._backends[model_name]
 
     def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
         try:
             self._settle()
         except Exception as err:  # noqa: BLE001 - the journal keeps what could not be stored
@@ -576,7 +581,29 @@ class LLMClient:
                             error_kind, message)
             if s.done:
                 progress.advance(failed=s.failure is not None or s.infra_error is not None)
-        self._maybe_flush()
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """A due batch of records is written by a helper thread, never by the backend's event loop."""
+        if self._sink is None:
+            return
+        with self._lock:
+            waiting = len(self._records) - self._flushed
+            due = waiting > 0 and (waiting >= self.flush_every
+                                   or time.monotonic() - self._last_flush >= self.flush_interval_s)
+            if not due or self._flush_pending:
+                return
+            self._flush_pending = True
+            if self._flusher is None:
+                self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wse-llm-records")
+
+        def run() -> None:
+            try:
+                self._maybe_flush()
+            finally:
+                with self._lock:
+                    self._flush_pending = False
+        self._flusher.submit(run)
 
     @staticmethod
     def _cost(model: ResolvedModel, resp: BackendResponse) -> float | None:

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 import socket
-import time
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -46,7 +46,9 @@ class Journal:
         self._reserved = 0
         self.low_space: str | None = None
         self._dirty = False
-        self._last_sync = time.monotonic()
+        self._io = threading.Lock()  # the fd is not closed under a running fsync
+        self._closed = threading.Event()
+        self._syncer: threading.Thread | None = None
         self._reserve()
 
     def _reserve(self) -> None:
@@ -69,14 +71,26 @@ class Journal:
         self._dirty = True
         if self.low_space is None and self._reserved - self._offset < RESERVE // 2:
             self._reserve()
-        if time.monotonic() - self._last_sync >= SYNC_INTERVAL_S:
-            self.sync()
+        if self._syncer is None:
+            self._syncer = threading.Thread(target=self._sync_loop, name="wse-llm-journal", daemon=True)
+            self._syncer.start()
+
+    def _sync_loop(self) -> None:
+        """fsync off the caller's thread (the backends' event loop must not wait for the disk)."""
+        while not self._closed.wait(SYNC_INTERVAL_S):
+            try:
+                with self._io:
+                    if self._fd >= 0 and self._dirty:
+                        self._dirty = False
+                        os.fsync(self._fd)
+            except OSError as err:
+                log.error("journal fsync failed: %s", err)
 
     def sync(self) -> None:
-        if self._dirty:
-            os.fsync(self._fd)
-            self._dirty = False
-        self._last_sync = time.monotonic()
+        with self._io:
+            if self._dirty and self._fd >= 0:
+                self._dirty = False
+                os.fsync(self._fd)
 
     def reset(self) -> None:
         """Everything journaled is in the cache and the warehouse: start the file over."""
@@ -89,6 +103,8 @@ class Journal:
     def close(self, remove: bool) -> None:
         if self._fd < 0:
             return
+        self._closed.set()
+        self._io.acquire()
         try:
             if remove:
                 self.path.unlink(missing_ok=True)
@@ -98,6 +114,7 @@ class Journal:
         finally:
             os.close(self._fd)  # releases the lock: the next client replays what is left
             self._fd = -1
+            self._io.release()
 
 
 def _default(value: Any) -> Any:
