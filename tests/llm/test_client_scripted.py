@@ -167,6 +167,7 @@ def test_no_cache_bypasses_reads_but_still_writes(settings):
     fresh = ScriptedBackend({"*": "v2"}, namespace="s")
     bypass = LLMClient(settings, use_cache=False, backends={"smollm2": fresh})
     assert bypass.complete(req()).output == "v2" and fresh.n_calls == 1
+    bypass.close()  # without the cache, answers are stored in batches (journaled first); close stores the rest
     later = ScriptedBackend({"*": "v3"}, namespace="s")
     cached = LLMClient(settings, backends={"smollm2": later}).complete(req())
     assert cached.output == "v2" and cached.cache_hit and later.n_calls == 0  # the fresh answer was stored

@@ -17,6 +17,7 @@ Router); one still failing after that is a recorded `transport` failure of that 
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
@@ -43,6 +44,8 @@ if TYPE_CHECKING:  # config imports llm.types, so the client imports config lazi
 log = logging.getLogger("wse_platform.llm")
 
 MAX_ATTEMPTS = 3
+STORE_EVERY, STORE_INTERVAL_S = 64, 1.0  # answers journaled but not yet in the cache (see _settle)
+JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everything in it is stored and it is this big
 CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
 
 
@@ -137,6 +140,7 @@ class LLMClient:
         self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
         self._n_claims = 0
         self._flusher: ThreadPoolExecutor | None = None
+        self._last_store = time.monotonic()
         self._flush_pending = False
         self._replayed = False
         self._journaled_records = 0
@@ -166,7 +170,7 @@ class LLMClient:
                 pending = [s for s in pending if not s.done]
         finally:
             progress.close()
-            self._settle()
+            self._settle(force=False)
         return [s.result() for s in states]
 
     def _raise_infrastructure(self, pending: list[_State]) -> None:
@@ -227,23 +231,27 @@ class LLMClient:
                 items, self._cache_queue = self._cache_queue, []
             if not items and not release:
                 return
-            if self._journal is not None and items:
-                with self._journal_lock:
-                    self._journal.sync()
             try:
                 self.cache.put_many(items, release=release, owner=owner)
+                self._last_store = time.monotonic()
             except BaseException:
                 with self._lock:  # kept for the next try; the journal has them in any case
                     self._cache_queue[:0] = items
                 raise
 
-    def _settle(self) -> None:
-        """Store what is queued; when the cache and the sink hold everything journaled, empty the journal."""
+    def _settle(self, force: bool = True) -> None:
+        """Store what is queued; when the cache and the sink hold everything journaled, empty the journal.
+        Unless forced, answers wait in the journal until STORE_EVERY are queued or STORE_INTERVAL_S passed
+        (one cache transaction per batch, not per call)."""
+        if not force:
+            with self._lock:
+                if len(self._cache_queue) < STORE_EVERY and time.monotonic() - self._last_store < STORE_INTERVAL_S:
+                    return
         self._store_answers()
         self._maybe_reset_journal()
 
-    def _maybe_reset_journal(self) -> None:
-        if self._journal is None:
+    def _maybe_reset_journal(self, force: bool = False) -> None:
+        if self._journal is None or not (force or self._journal.size >= JOURNAL_RESET_BYTES):
             return
         with self._flush_lock, self._lock, self._journal_lock:
             records_done = self._sink is None or self._flushed >= len(self._records)
@@ -251,8 +259,11 @@ class LLMClient:
                 self._journal.reset()
 
     def flush_records(self) -> None:
-        """Hand the records not yet written to the sink (the session calls it when a step ends)."""
+        """Store the queued answers and hand the records not yet written to the sink (the session calls
+        it when a step ends)."""
+        self._store_answers()
         self._maybe_flush(force=True)
+        self._maybe_reset_journal()
 
     def _write_sink(self, batch: list[dict[str, Any]]) -> None:
         try:
@@ -450,7 +461,6 @@ class LLMClient:
             with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="wse-llm") as pool:
                 for fut in [pool.submit(self._run_group, g, attempt, progress, by_key) for g in groups.values()]:
                     fut.result()
-        self._store_answers()
 
     def _run_group(self, group: list[tuple[_State, str]], attempt: int, progress: BatchProgress,
                    by_key: dict[str, list[_State]]) -> None:
@@ -586,6 +596,9 @@ class LLMClient:
     def _flush_soon(self) -> None:
         """A due batch of records is written by a helper thread, never by the backend's event loop."""
         if self._sink is None:
+            return
+        if asyncio._get_running_loop() is None:  # not on a backend's event loop: write here, as before
+            self._maybe_flush()
             return
         with self._lock:
             waiting = len(self._records) - self._flushed

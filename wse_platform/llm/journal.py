@@ -86,6 +86,10 @@ class Journal:
             except OSError as err:
                 log.error("journal fsync failed: %s", err)
 
+    @property
+    def size(self) -> int:
+        return self._offset
+
     def sync(self) -> None:
         with self._io:
             if self._dirty and self._fd >= 0:
