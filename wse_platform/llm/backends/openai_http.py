@@ -203,15 +203,15 @@ class OpenAIHTTPBackend(Backend):
             except asyncio.TimeoutError:
                 last = _Failed(f"Timeout: no complete answer within timeout_s={self.timeout_s:g} s", retry=True)
         assert last is not None
-        raise _Failed(f"{last} (after {self.max_retries} retries)", retry=False, final=True)
+        raise _Failed(f"{last} (after {self.max_retries} retries)", retry=False, final=True,
+                      infrastructure=last.infrastructure)  # still refused: no server there
 
     async def _once(self, body: dict[str, Any], headers: dict[str, str]) -> "_Got":
         import httpx
         try:
             resp = await self._client().post(self.url, json=body, headers=headers)
         except (httpx.ConnectError, ConnectionRefusedError) as err:
-            refused = "refused" in str(err).lower() or isinstance(err, ConnectionRefusedError) \
-                or isinstance(getattr(err, "__cause__", None), ConnectionRefusedError)
+            refused = _refused(err)
             raise _Failed(f"APIConnectionError: cannot connect to {self.base}: {err}", retry=True,
                           infrastructure=refused) from err
         except httpx.TimeoutException as err:
@@ -241,6 +241,20 @@ class OpenAIHTTPBackend(Backend):
             raise _Failed(f"BadResponse: status 200 but not a chat completion ({type(err).__name__}: {err}; "
                           f"content-type {kind}): {resp.text[:120]!r}", retry=True) from err
         return _Got.parse(data)
+
+
+def _refused(err: BaseException) -> bool:
+    """A refused connection (no server listening), anywhere in the exception chain."""
+    seen: set[int] = set()
+    x: BaseException | None = err
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        text = str(x).lower()
+        if isinstance(x, ConnectionRefusedError) or "refused" in text or "all connection attempts failed" in text \
+                or getattr(x, "errno", None) == 111:
+            return True
+        x = x.__cause__ or x.__context__
+    return False
 
 
 class _Got:
