@@ -44,7 +44,8 @@ print(json.dumps([[r["request_key"], r["cache_hit"]] for r in client.call_record
 def _run_workers(tmp_path: Path, url: str, specs: list[tuple[str, int, int, int, str]]) -> list[list]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WSE_SLOTS_DIR": str(tmp_path / "slots")}
     procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), url, str(limit), run, str(start), str(n),
-                               model, str(len(specs))], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               model, str(len(specs))], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
              for run, limit, start, n, model in specs]
     out = []
     for p in procs:

@@ -142,6 +142,7 @@ class LLMClient:
         self._flusher: ThreadPoolExecutor | None = None
         self._last_store = time.monotonic()
         self._flush_pending = False
+        self._replace_keys: set[str] = set()  # keys whose stored answer was unusable (empty, filtered)
         self._replayed = False
         self._journaled_records = 0
 
@@ -219,8 +220,8 @@ class LLMClient:
                     log.error("%s", self._durability_error)
 
     def _queue_answer(self, key: str, value: dict[str, Any], replace: bool) -> None:
-        self._journal_write([{"t": "answer", "key": key, "value": value}])
-        with self._lock:
+        with self._lock:  # journal and queue together: the journal is never emptied between the two
+            self._journal_write([{"t": "answer", "key": key, "value": value}])
             self._cache_queue.append((key, value, replace))
 
     def _store_answers(self, release: list[str] = (), owner: str | None = None) -> None:
@@ -344,11 +345,12 @@ class LLMClient:
             self._cache.close()
             self._cache = None
 
-    def __del__(self) -> None:  # a client dropped without close: its journal stays for the next run
+    def __del__(self) -> None:  # a client dropped without close: what is not stored stays for the next run
         journal = getattr(self, "_journal", None)
         if journal is not None:
             try:
-                journal.close(remove=False)
+                journal.close(remove=not self._cache_queue and (self._sink is None
+                                                                or self._flushed >= len(self._records)))
             except Exception:  # noqa: BLE001
                 pass
 
@@ -417,7 +419,9 @@ class LLMClient:
         try:
             while True:
                 served = self._serve_hits(hits, by_key, progress)
-                todo = mine + [k for k in hits if k not in served]  # an unusable stored answer: ask again
+                stale = [k for k in hits if k not in served]  # an unusable stored answer: ask again, replace it
+                self._replace_keys.update(stale)
+                todo = mine + stale
                 if todo:
                     self._call_keys(todo, by_key, attempt, progress)
                 if not others:
@@ -483,7 +487,7 @@ class LLMClient:
                 if resp.meta:
                     value["meta"] = resp.meta
                 if usable(value):  # failed, empty or filtered answers are never stored
-                    self._queue_answer(key, value, replace=not self.use_cache)  # the journal first
+                    self._queue_answer(key, value, replace=not self.use_cache or key in self._replace_keys)
             twins = by_key.get(key, [state])
             self._finish(twins[0], resp, False, progress)
             for twin in twins[1:]:
@@ -567,9 +571,9 @@ class LLMClient:
             "reasoning_tokens": meta.get("reasoning_tokens"),
             "endpoint": meta.get("endpoint"),
         }
-        if self._sink is not None:
-            self._journal_write([{"t": "record", "row": record}])
         with self._lock:
+            if self._sink is not None:
+                self._journal_write([{"t": "record", "row": record}])
             self._records.append(record)
             if meta.get("prompt_truncated_tokens"):
                 self.truncated_prompts.append({"call_id": call_id, "role": req.role,
