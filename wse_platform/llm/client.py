@@ -1,19 +1,21 @@
 """`LLMClient`: the single path from a role's request to validated outputs.
 
-Per batch it: resolves each request's model and backend, derives a content key,
-answers what the cache already holds, sends the rest to the backends (one batch per
-backend, different backends concurrently), caches every answer as it arrives,
-validates each sample (after removing any reasoning block), retries invalid or truncated
-answers with the next attempt index (a new seed and a new cache entry), and records one
-accounting row per attempt, handed to `record_sink` in small batches as calls complete
-(so a killed process keeps the accounting of what it already paid for).
+Per batch it: resolves each request's model and backend, derives a content key, answers what
+the cache already holds, claims the rest across processes (one request in flight per key: a key
+another client is answering is waited for and served from the cache), sends the rest to the
+backends (one batch per backend, different backends concurrently), journals every answer as it
+arrives (journal.py: on disk before anything else can fail), stores answers in the cache in
+batches, validates each sample (after removing any reasoning block), retries invalid, truncated
+or filtered answers with the next attempt index (a new seed and a new cache entry), and records
+one accounting row per attempt (journaled too), handed to `record_sink` in small batches as calls
+complete (so a killed process keeps the accounting of what it already paid for).
 
-Failure kinds: model failures (invalid, truncated, input_truncated, transport) become
-`LLMResult.failure` and are part of the benchmark. Infrastructure failures (missing key,
-authentication, unreachable server, cache/record I/O) raise `LLMInfrastructureError`
-after the batch's records are written: they must never become results. Transient
-transport errors (429, timeouts, 5xx) are retried with backoff by the backend (litellm's
-Router); one still failing after that is a recorded `transport` failure of that request.
+Failure kinds: model failures (invalid, truncated, content_filter, input_truncated) become
+`LLMResult.failure` and are part of the benchmark. Failures of the environment never are: a
+transport failure that outlasts the backend's retries (timeouts, 429/5xx, a 200 that is not a
+completion) raises `LLMTransportError`; missing key, authentication, no server, cache/record I/O
+raise `LLMInfrastructureError`; both after the batch's records are written, so the unit has no
+result and the next run asks again. Failed, empty or filtered answers are never cached.
 """
 from __future__ import annotations
 
