@@ -14,7 +14,7 @@ flight, 200 calls: raw AsyncOpenAI (32 tasks) vs LLMClient.complete_many (endpoi
 Finally the import time of the LLM path (client + direct backend, and litellm for comparison),
 each in a fresh interpreter.
 
-    PYTHONPATH=. python bench/client_cost.py [--calls 300]
+    PYTHONPATH=. python bench/client_cost.py [--calls 300] [--cache]
 """
 from __future__ import annotations
 
@@ -97,6 +97,9 @@ def raw_calls(url: str, n: int) -> float:
     return (time.process_time() - t0) / n * 1000
 
 
+USE_CACHE = False  # --cache: ours with the cache on (lookups and cross-process claims per batch; all misses)
+
+
 def our_client(url: str, tmp: Path, concurrency: int = 8):
     from wse_platform.config import settings_from_dict
     from wse_platform.llm import LLMClient
@@ -110,7 +113,7 @@ def our_client(url: str, tmp: Path, concurrency: int = 8):
                              "extra": {"structured_output": "prompt", "max_retries": 0}}}})
     wh = Warehouse(settings.warehouse)
     wh.ensure_schema()
-    return LLMClient(settings, run_id=f"bench-{time.time_ns()}", use_cache=False, progress=False,
+    return LLMClient(settings, run_id=f"bench-{time.time_ns()}", use_cache=USE_CACHE, progress=False,
                      record_sink=lambda rows: write_call_records(wh, rows), flush_every=200, flush_interval_s=2.0)
 
 
@@ -180,7 +183,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--serve", nargs=2, metavar=("PORT_FILE", "LATENCY"))
+    ap.add_argument("--cache", action="store_true", help="our client with the cache on (every call a miss)")
     args = ap.parse_args()
+    global USE_CACHE
+    USE_CACHE = args.cache
     if args.serve:
         asyncio.run(_serve(args.serve[0], float(args.serve[1])))
         return
