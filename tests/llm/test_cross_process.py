@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.llm.injecting_server import InjectingServer, reply
@@ -71,3 +72,23 @@ def test_two_processes_and_two_models_never_exceed_the_endpoint_limit(tmp_path):
         seen = srv.max_in_flight
     assert len(srv.requests) == 18
     assert seen == 3  # never more than the limit, and the limit is used
+
+
+def test_a_claim_left_by_a_dead_process_is_taken_over(tmp_path):
+    import socket
+
+    from tests.llm.conftest import make_settings
+    from wse_platform.llm import LLMClient, LLMRequest, ScriptedBackend
+    from wse_platform.llm.cache import ResponseCache, content_key
+
+    settings = make_settings(tmp_path)
+    req = LLMRequest(role="t", model="smollm2", messages=[{"role": "user", "content": "hi"}])
+    backend = ScriptedBackend({"*": "answer"}, namespace="claims")
+    client = LLMClient(settings, backends={"smollm2": backend})
+    key = content_key(client._prepare(req).request_key, 1)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cache = ResponseCache(settings.cache)
+    cache._con.execute("INSERT INTO claims VALUES (?, 'killed-run', ?, ?, ?)",
+                       (key, socket.gethostname(), int(dead.stdout), time.time()))
+    result = client.complete(req)  # before the takeover this waited for an answer that never comes
+    assert result.output == "answer" and backend.n_calls == 1

@@ -108,3 +108,20 @@ def test_timeout_bounds_the_request_on_the_litellm_path_too(tmp_path):
             client.complete(judge_req())
         took = time.monotonic() - t0
     assert took < 6.0, took
+
+
+def test_an_empty_answer_stored_by_an_older_version_is_asked_again_and_replaced(tmp_path):
+    from wse_platform.llm import ScriptedBackend
+    from wse_platform.llm.cache import ResponseCache, content_key
+
+    settings = make_settings(tmp_path)
+    req = LLMRequest(role="t", model="smollm2", messages=[{"role": "user", "content": "hi"}])
+    probe = LLMClient(settings, backends={"smollm2": ScriptedBackend({"*": "x"}, namespace="old")})
+    key = content_key(probe._prepare(req).request_key, 1)
+    ResponseCache(settings.cache).put(key, {"texts": [""], "tokens_in": 1, "tokens_out": 0})  # cached before the fix
+    backend = ScriptedBackend({"*": "fine"}, namespace="old")
+    first = LLMClient(settings, backends={"smollm2": backend}, max_attempts=1).complete(req)
+    assert first.ok and first.output == "fine" and backend.n_calls == 1  # before: the stored empty answer, a failure
+    again = ScriptedBackend({"*": "other"}, namespace="old")
+    hit = LLMClient(settings, backends={"smollm2": again}, max_attempts=1).complete(req)
+    assert hit.output == "fine" and hit.cache_hit and again.n_calls == 0
