@@ -9,7 +9,11 @@ journal into the cache and `llm_calls`. The disks are made full by injected ENOS
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,22 +83,38 @@ def test_full_cache_disk_and_full_warehouse_lose_no_answer_and_no_record(tmp_pat
     assert not list((tmp_path / "cache" / "journal").glob("*.jsonl"))  # replayed, then removed
 
 
+KILLED = r"""
+import sys, time
+from pathlib import Path
+from tests.llm.conftest import make_settings
+from tests.llm.test_durability import backend, reqs
+from wse_platform.llm import LLMClient
+
+client = LLMClient(make_settings(Path(sys.argv[1])), run_id="killed", backends={"smollm2": backend()},
+                   record_sink=lambda rows: None, flush_every=10**6, flush_interval_s=3600)  # not written yet
+client.complete_many(reqs(5))
+print("answered", flush=True)
+time.sleep(600)
+"""
+
+
 def test_a_killed_client_leaves_its_journal_for_the_next_start(tmp_path):
-    settings = make_settings(tmp_path)
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path)], cwd=root, stdout=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert proc.stdout.readline().strip() == "answered"
+    finally:
+        proc.kill()  # SIGKILL: no close(), no flush; the kernel releases the journal's lock
+        proc.wait()
     wh = Warehouse(tmp_path / "wh.duckdb")
-    first = LLMClient(settings, run_id="killed", backends={"smollm2": backend()},
-                      record_sink=lambda rows: None)  # accepts nothing durable: as if killed before writing
-    first._maybe_reset_journal = lambda: None  # the kill comes before the journal is emptied
-    first._store_answers = lambda *a, **k: None  # ... and before the cache write
-    first.complete_many(reqs(5))
-    first._journal._fd, fd = -1, first._journal._fd  # drop the client without its close()
-    import os
-    os.close(fd)  # what the kernel does when the process dies: the lock is released
-    rerun = LLMClient(settings, run_id="next", backends={"smollm2": (again := backend())},
+    again = backend()
+    rerun = LLMClient(make_settings(tmp_path), run_id="next", backends={"smollm2": again},
                       record_sink=lambda rows: write_call_records(wh, rows))
     rerun.complete_many(reqs(5))
     rerun.flush_records()
     assert again.calls == []
+    # before: the killed client's records were only in its memory
     assert wh.query("SELECT count(*) AS n FROM llm_calls WHERE run_id = 'killed'")["n"][0] == 5
 
 
