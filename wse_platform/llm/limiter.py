@@ -23,6 +23,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 POLL_S = 0.003
@@ -116,6 +117,12 @@ class EndpointLimiter:
                 os.close(fd)
             self._fds, self._held = [], set()
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
 
 class _Slot:
     __slots__ = ("limiter", "index")
@@ -133,7 +140,8 @@ class _Slot:
             self.index = None
 
 
-_REGISTRY: dict[tuple[str, int, str], EndpointLimiter] = {}
+# weak: a limiter (and its open slot files) lives as long as a backend uses it
+_REGISTRY: "weakref.WeakValueDictionary[tuple[str, int, str], EndpointLimiter]" = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
 
 
