@@ -171,16 +171,25 @@ class LLMClient:
                 self._run_attempt(pending, attempt, progress)
                 self._raise_infrastructure(pending)
                 pending = [s for s in pending if not s.done]
-        finally:
+        except BaseException:
             progress.close()
-            self._settle(force=False)
+            try:
+                self._settle(force=False)
+            except Exception as err:  # noqa: BLE001 - the first error is the one to report; the journal keeps the rest
+                log.error("LLM answers not stored yet (kept in the journal): %s", err)
+            raise
+        progress.close()
+        self._settle(force=False)
         return [s.result() for s in states]
 
     def _raise_infrastructure(self, pending: list[_State]) -> None:
         broken = [s for s in pending if s.infra_error]
         if not broken and not self._durability_error:
             return
-        self._settle()
+        try:
+            self._settle()
+        except LLMInfrastructureError as err:
+            log.error("%s", err)
         try:
             self.flush_records()
         except LLMInfrastructureError as err:
