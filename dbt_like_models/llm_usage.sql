@@ -1,7 +1,8 @@
 -- Usage per run, role and model: calls, cache hits, tokens, latency, cost, failures by kind
 -- (truncated = answer cut by max_tokens, a failure; answers_cut = every cut answer, also those a
 -- role accepts (allow_truncated) and cut closed choices; input_truncated = prompt cut to fit the context;
--- transport = provider error after retries; infrastructure = the run failed, see the README),
+-- transport = provider/transport error after retries, infrastructure = setup/disk failure: both failed
+-- the run with no result, and a later answer to the same call replaces their row; see the README),
 -- cut prompts (also when allowed), reasoning tokens and backend calls per endpoint.
 SELECT
     run_id,

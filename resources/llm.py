@@ -70,7 +70,9 @@ class LLMResource(ConfigurableResource):
         finally:
             logger.removeHandler(handler)
             records = client.call_records()
+            client.flush_records()  # queued answers into the cache, records into llm_calls
             write_call_records(warehouse, client.drain_call_records())
+            client.close()  # reached only when everything is stored: else the journal stays for the next run
             annotate_outputs(context, usage_summary(records))
             from assets.core import mark_llm_calls  # llm_calls shows as updated, llm_usage follows
             mark_llm_calls(context, len(records), sum(1 for r in records if not r.get("valid")))

@@ -15,7 +15,7 @@ from wse_platform.llm import LLMClient, LLMRequest, ScriptedBackend
 from wse_platform.llm.accounting import usage_summary
 from wse_platform.llm.backends import BackendResponse
 from wse_platform.llm.backends.scripted import Cut
-from wse_platform.llm.errors import LLMInfrastructureError
+from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.validation import split_reasoning
 
 
@@ -122,11 +122,12 @@ def test_infrastructure_error_raises_after_recording(settings):
     assert {r["error_kind"] for r in client.call_records()} == {"infrastructure"}
 
 
-def test_transport_error_is_a_recorded_failure_not_retried_by_the_client(settings):
+def test_transport_error_fails_the_run_is_recorded_and_not_retried_by_the_client(settings):
     backend = ScriptedBackend({"test.note": RuntimeError("429 rate limited after retries")})
     client = LLMClient(settings, backends={"smollm2": backend})
-    result = client.complete(req())
-    assert result.failure.error_kind == "transport" and result.attempts == 1
+    with pytest.raises(LLMTransportError):
+        client.complete(req())
+    assert [(r["attempt"], r["error_kind"]) for r in client.call_records()] == [(1, "transport")]
 
 
 def test_records_reach_the_sink_in_batches_as_calls_complete(settings):

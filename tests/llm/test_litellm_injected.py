@@ -10,7 +10,7 @@ import pytest
 from tests.llm.conftest import make_settings
 from tests.llm.injecting_server import InjectingServer, reply
 from wse_platform.llm import LLMClient, LLMRequest
-from wse_platform.llm.errors import LLMInfrastructureError
+from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="litellm not installed")
 
@@ -68,8 +68,9 @@ def test_429_that_persists_is_a_transport_failure_not_invalid_output(tmp_path):
     with InjectingServer([reply(status=429, headers={"retry-after": "0"})]) as srv:
         client = LLMClient(settings_for(tmp_path, srv.url, extra={"structured_output": "prompt", "max_retries": 1,
                                                                    "retry_base_s": 0.01}))
-        result = client.complete(judge_req())
-    assert not result.ok and result.failure.error_kind == "transport" and result.attempts == 1
+        with pytest.raises(LLMTransportError):  # the server's failure, not the model's: no result
+            client.complete(judge_req())
+    assert [r["error_kind"] for r in client.call_records()] == ["transport"]
     assert len(srv.requests) == 2  # first try + 1 retry
 
 

@@ -15,6 +15,7 @@ _EXPORTS = {
     "BackendResponse": "wse_platform.llm.backends", "ScriptedBackend": "wse_platform.llm.backends",
     "LLMClient": "wse_platform.llm.client",
     "CacheCorrupted": "wse_platform.llm.errors", "LLMInfrastructureError": "wse_platform.llm.errors",
+    "LLMTransportError": "wse_platform.llm.errors",
     "LLMFailure": "wse_platform.llm.types", "LLMRequest": "wse_platform.llm.types", "LLMResult": "wse_platform.llm.types",
     "Message": "wse_platform.llm.types", "Sampling": "wse_platform.llm.types",
 }

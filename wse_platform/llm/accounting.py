@@ -31,10 +31,41 @@ def call_records_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
         if records else pl.DataFrame(schema=CALL_SCHEMA)
 
 
+NO_RESULT = ("transport", "infrastructure")  # calls that failed the run: superseded by the call that answers
+
+
 def write_call_records(warehouse: "Warehouse", records: list[dict[str, Any]]) -> int:
-    """Append the records not yet in `llm_calls`; returns the number of new rows."""
+    """Append the records not yet in `llm_calls`; returns the number of new rows.
+
+    Each call is counted once with its final outcome: a call that failed the run (error_kind
+    transport/infrastructure) is replaced by the row of the same request (request_key, attempt,
+    partition) that later got an answer, and is not inserted once such a row exists."""
+    from wse_platform.warehouse import WarehouseError
+
     frame = call_records_frame(records).unique(subset="call_id", keep="first", maintain_order=True)
-    return warehouse.insert_new("llm_calls", frame, "call_id")
+    if not frame.height:
+        return 0
+    warehouse.ensure_schema()
+    same = ("t.request_key = r.request_key AND t.attempt = r.attempt "
+            "AND t.partition_key IS NOT DISTINCT FROM r.partition_key")
+    bad = "('transport', 'infrastructure')"
+    try:
+        with warehouse.transaction() as con:
+            con.register("_wse_calls", frame.to_arrow())
+            before = con.execute("SELECT count(*) FROM llm_calls").fetchall()[0][0]
+            con.execute(
+                "INSERT INTO llm_calls BY NAME SELECT * FROM _wse_calls r "
+                "WHERE NOT EXISTS (SELECT 1 FROM llm_calls t WHERE t.call_id = r.call_id) "
+                f"AND NOT (coalesce(r.error_kind, '') IN {bad} AND EXISTS (SELECT 1 FROM llm_calls t WHERE {same} "
+                f"AND coalesce(t.error_kind, '') NOT IN {bad}))")
+            added = con.execute("SELECT count(*) FROM llm_calls").fetchall()[0][0] - before
+            con.execute(
+                f"DELETE FROM llm_calls t WHERE coalesce(t.error_kind, '') IN {bad} AND EXISTS "
+                f"(SELECT 1 FROM _wse_calls r WHERE {same} AND coalesce(r.error_kind, '') NOT IN {bad})")
+            con.unregister("_wse_calls")
+    except Exception as err:
+        raise WarehouseError(f"appending to llm_calls failed: {err}") from err
+    return added
 
 
 def usage_summary(records: list[dict[str, Any]]) -> dict[str, Any]:

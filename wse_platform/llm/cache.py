@@ -26,6 +26,21 @@ from typing import Any
 from wse_platform.llm.errors import CacheCorrupted
 
 _CHUNK = 500  # keys per SELECT ... IN (...)
+CLAIM_MAX_AGE_S = 3600.0  # a claim older than this is taken over even if its process still runs
+# claim owners of this process that are still asking; a claim of this process by an owner not listed
+# here was left by a client that failed (e.g. its disk filled before it could drop the claim)
+LIVE_OWNERS: set[str] = set()
+
+
+def _alive(pid: int) -> bool:
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def corrupted(path: Path, err: Exception) -> CacheCorrupted:
@@ -88,6 +103,8 @@ class ResponseCache:
                 con.execute("PRAGMA synchronous=NORMAL")
                 con.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
                             "created_at REAL NOT NULL)")
+                con.execute("CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+                            "host TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL)")
                 con.execute("SELECT count(*) FROM (SELECT key FROM responses LIMIT 1)").fetchone()
                 return con
             except sqlite3.OperationalError as err:  # two processes creating the file at once
@@ -128,6 +145,102 @@ class ResponseCache:
                 if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
                     raise
                 raise corrupted(self.path, err) from err
+
+    def put_many(self, items: list[tuple[str, dict[str, Any], bool]], release: Iterable[str] = (),
+                 owner: str | None = None) -> None:
+        """Store answers `(key, value, replace)` in one transaction, and drop `owner`'s claims on `release`."""
+        rows = [(k, json.dumps(v, separators=(",", ":"), ensure_ascii=False), time.time(), r) for k, v, r in items]
+        release = list(release)
+        with self._lock:
+            try:
+                self._con.execute("BEGIN IMMEDIATE")
+                try:
+                    self._con.executemany("INSERT OR IGNORE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
+                                          [r[:3] for r in rows if not r[3]])
+                    self._con.executemany("INSERT OR REPLACE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
+                                          [r[:3] for r in rows if r[3]])
+                    if release and owner:
+                        self._con.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
+                                              [(k, owner) for k in release])
+                    self._con.execute("COMMIT")
+                except BaseException:
+                    self._con.execute("ROLLBACK")
+                    raise
+            except sqlite3.DatabaseError as err:
+                raise self._write_error(err) from err
+
+    def _write_error(self, err: sqlite3.DatabaseError) -> Exception:
+        text = str(err).lower()
+        if isinstance(err, sqlite3.OperationalError) and "locked" in text:
+            return err
+        if isinstance(err, sqlite3.OperationalError) and any(w in text for w in ("full", "readonly", "read-only",
+                                                                                   "disk i/o", "unable to open")):
+            from wse_platform.llm.errors import LLMInfrastructureError
+            return LLMInfrastructureError(
+                f"could not write the LLM response cache {self.path} ({type(err).__name__}: {err}); the file is "
+                "not damaged. Free space on that disk (or make it writable) and rerun: the answers already "
+                f"received are kept in {self.directory / 'journal'} and are stored when the next run starts.")
+        return corrupted(self.path, err)
+
+    # ---- one request in flight per key across processes --------------------------------
+    def claim(self, keys: list[str], owner: str) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+        """Answers already stored, keys now claimed by `owner`, keys claimed by another live client.
+
+        A claim of a process that is gone (same host, pid not running) or older than CLAIM_MAX_AGE_S
+        is taken over."""
+        import os
+        import socket
+        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        hits: dict[str, dict[str, Any]] = {}
+        mine: list[str] = []
+        others: list[str] = []
+        with self._lock:
+            try:
+                self._con.execute("BEGIN IMMEDIATE")
+                try:
+                    for i in range(0, len(keys), _CHUNK):
+                        chunk = keys[i:i + _CHUNK]
+                        marks = ",".join("?" * len(chunk))
+                        for k, v in self._con.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})",
+                                                      chunk).fetchall():
+                            hits[k] = json.loads(v)
+                        held = {k: (o, h, p, at) for k, o, h, p, at in self._con.execute(
+                            f"SELECT key, owner, host, pid, at FROM claims WHERE key IN ({marks})", chunk).fetchall()}
+                        take = []
+                        for k in chunk:
+                            if k in hits:
+                                continue
+                            h = held.get(k)
+                            if h is None or h[0] == owner or (h[1] == host and not _alive(h[2])) \
+                                    or (h[2] == pid and h[1] == host and h[0] not in LIVE_OWNERS) \
+                                    or now - h[3] > CLAIM_MAX_AGE_S:
+                                take.append((k, owner, host, pid, now))
+                                mine.append(k)
+                            else:
+                                others.append(k)
+                        self._con.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, at) "
+                                              "VALUES (?, ?, ?, ?, ?)", take)
+                    self._con.execute("COMMIT")
+                except BaseException:
+                    self._con.execute("ROLLBACK")
+                    raise
+            except (sqlite3.DatabaseError, ValueError) as err:
+                raise self._write_error(err) if isinstance(err, sqlite3.DatabaseError) else corrupted(self.path, err) \
+                    from err
+        return hits, mine, others
+
+    def release_claims(self, owner: str, keys: Iterable[str] | None = None) -> None:
+        with self._lock:
+            try:
+                if keys is None:
+                    self._con.execute("DELETE FROM claims WHERE owner = ?", (owner,))
+                else:
+                    self._con.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", [(k, owner) for k in keys])
+            except sqlite3.DatabaseError as err:
+                log_error = self._write_error(err)
+                if isinstance(log_error, sqlite3.OperationalError):
+                    raise
+                # a claim left behind is taken over once this process is gone: nothing is lost
 
     def __len__(self) -> int:
         with self._lock:

@@ -1,22 +1,25 @@
 """`LLMClient`: the single path from a role's request to validated outputs.
 
-Per batch it: resolves each request's model and backend, derives a content key,
-answers what the cache already holds, sends the rest to the backends (one batch per
-backend, different backends concurrently), caches every answer as it arrives,
-validates each sample (after removing any reasoning block), retries invalid or truncated
-answers with the next attempt index (a new seed and a new cache entry), and records one
-accounting row per attempt, handed to `record_sink` in small batches as calls complete
-(so a killed process keeps the accounting of what it already paid for).
+Per batch it: resolves each request's model and backend, derives a content key, answers what
+the cache already holds, claims the rest across processes (one request in flight per key: a key
+another client is answering is waited for and served from the cache), sends the rest to the
+backends (one batch per backend, different backends concurrently), journals every answer as it
+arrives (journal.py: on disk before anything else can fail), stores answers in the cache in
+batches, validates each sample (after removing any reasoning block), retries invalid, truncated
+or filtered answers with the next attempt index (a new seed and a new cache entry), and records
+one accounting row per attempt (journaled too), handed to `record_sink` in small batches as calls
+complete (so a killed process keeps the accounting of what it already paid for).
 
-Failure kinds: model failures (invalid, truncated, input_truncated, transport) become
-`LLMResult.failure` and are part of the benchmark. Infrastructure failures (missing key,
-authentication, unreachable server, cache/record I/O) raise `LLMInfrastructureError`
-after the batch's records are written: they must never become results. Transient
-transport errors (429, timeouts, 5xx) are retried with backoff by the backend (litellm's
-Router); one still failing after that is a recorded `transport` failure of that request.
+Failure kinds: model failures (invalid, truncated, content_filter, input_truncated) become
+`LLMResult.failure` and are part of the benchmark. Failures of the environment never are: a
+transport failure that outlasts the backend's retries (timeouts, 429/5xx, a 200 that is not a
+completion) raises `LLMTransportError`; missing key, authentication, no server, cache/record I/O
+raise `LLMInfrastructureError`; both after the batch's records are written, so the unit has no
+result and the next run asks again. Failed, empty or filtered answers are never cached.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
@@ -30,8 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, BackendUnavailable, attempt_seed,
                                       make_backend)
-from wse_platform.llm.cache import ResponseCache, content_key
-from wse_platform.llm.errors import LLMInfrastructureError
+from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key
+from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
+from wse_platform.llm.journal import Journal
 from wse_platform.redact import redact_text, redact_url
 from wse_platform.llm.progress import BatchProgress, ProgressFn
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
@@ -43,6 +47,16 @@ if TYPE_CHECKING:  # config imports llm.types, so the client imports config lazi
 log = logging.getLogger("wse_platform.llm")
 
 MAX_ATTEMPTS = 3
+STORE_EVERY, STORE_INTERVAL_S = 64, 1.0  # answers journaled but not yet in the cache (see _settle)
+JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everything in it is stored and it is this big
+CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
+
+
+def usable(value: dict[str, Any]) -> bool:
+    """A stored answer worth serving: every sample non-empty and none withheld by a content filter."""
+    texts = value.get("texts") or []
+    reasons = (value.get("meta") or {}).get("finish_reasons") or []
+    return bool(texts) and all(t and t.strip() for t in texts) and "content_filter" not in reasons
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ class _State:
     tokens_in: int = 0
     tokens_out: int = 0
     infra_error: str | None = None
+    infra_kind: str | None = None
 
     def result(self) -> LLMResult:
         return LLMResult(role=self.req.role, model=self.req.model, outputs=self.outputs, texts=self.texts,
@@ -119,6 +134,20 @@ class LLMClient:
         self._flushed = 0                 # records[:_flushed] were handed to the sink
         self._last_flush = time.monotonic()
         self._flush_lock = threading.Lock()
+        # durability (journal.py): answers and records are journaled first, cache writes are batched
+        self._journal: Journal | None = None
+        self._journal_lock = threading.Lock()
+        self._durability_error: str | None = None
+        self._cache_queue: list[tuple[str, dict[str, Any], bool]] = []   # (key, value, replace) not yet stored
+        self._store_lock = threading.Lock()
+        self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
+        self._n_claims = 0
+        self._flusher: ThreadPoolExecutor | None = None
+        self._last_store = time.monotonic()
+        self._flush_pending = False
+        self._replace_keys: set[str] = set()  # keys whose stored answer was unusable (empty, filtered)
+        self._replayed = False
+        self._journaled_records = 0
 
     # ---- public API ------------------------------------------------------------------
     def complete(self, req: LLMRequest) -> LLMResult:
@@ -133,6 +162,8 @@ class LLMClient:
         progress = BatchProgress(len(states), f"LLM {','.join(roles)[:60]}",
                                  self.progress if callable(self.progress) else None,
                                  enabled=self.progress is not False)
+        if not self._replayed:
+            self._replay()
         try:
             pending = states
             for attempt in range(1, max(self._attempts(s.model) for s in states) + 1):
@@ -141,24 +172,122 @@ class LLMClient:
                 self._run_attempt(pending, attempt, progress)
                 self._raise_infrastructure(pending)
                 pending = [s for s in pending if not s.done]
-        finally:
+        except BaseException:
             progress.close()
+            try:
+                self._settle(force=False)
+            except Exception as err:  # noqa: BLE001 - the first error is the one to report; the journal keeps the rest
+                log.error("LLM answers not stored yet (kept in the journal): %s", err)
+            raise
+        progress.close()
+        self._settle(force=False)
         return [s.result() for s in states]
 
     def _raise_infrastructure(self, pending: list[_State]) -> None:
         broken = [s for s in pending if s.infra_error]
-        if not broken:
+        if not broken and not self._durability_error:
             return
-        self.flush_records()
+        try:
+            self._settle()
+        except LLMInfrastructureError as err:
+            log.error("%s", err)
+        try:
+            self.flush_records()
+        except LLMInfrastructureError as err:
+            if not broken and not self._durability_error:
+                raise
+            log.error("%s", err)
+        if not broken:
+            raise LLMInfrastructureError(f"{self._durability_error}. The run stops here: answers received so far "
+                                         "are kept (journal and cache); free space and rerun.")
         models = sorted({s.req.model for s in broken})
-        raise LLMInfrastructureError(
+        transport = all(s.infra_kind == "transport" for s in broken)
+        cls = LLMTransportError if transport else LLMInfrastructureError
+        raise cls(
             f"{len(broken)} of {len(pending)} LLM call(s) to model(s) {models} could not be made: "
             f"{broken[0].infra_error}. This is an infrastructure problem, not a model failure: no result "
             "was recorded for these calls; fix it and rerun (the cache keeps every answer already received).")
 
+    # ---- durability: journal first, cache and records in batches ----------------------
+    def _replay(self) -> None:
+        """Store the answers and records journaled by clients that ended before storing them."""
+        self._replayed = True
+        from wse_platform.llm.journal import replay
+        replay(self.cache.directory / "journal", lambda items: self.cache.put_many([(k, v, False) for k, v in items]),
+               self._write_sink if self._sink is not None else None)
+
+    def _journal_write(self, entries: list[dict[str, Any]]) -> None:
+        with self._journal_lock:
+            try:
+                if self._journal is None:
+                    from wse_platform.llm.journal import Journal
+                    self._journal = Journal(self.cache.directory / "journal")
+                self._journal.append(entries)
+                if self._journal.low_space and not self._durability_error:
+                    self._durability_error = self._journal.low_space
+            except OSError as err:
+                if not self._durability_error:
+                    self._durability_error = (f"could not journal LLM answers in {self.cache.directory / 'journal'} "
+                                              f"({err.strerror or err})")
+                    log.error("%s", self._durability_error)
+
+    def _queue_answer(self, key: str, value: dict[str, Any], replace: bool) -> None:
+        with self._lock:  # journal and queue together: the journal is never emptied between the two
+            self._journal_write([{"t": "answer", "key": key, "value": value}])
+            self._cache_queue.append((key, value, replace))
+
+    def _store_answers(self, release: list[str] = (), owner: str | None = None) -> None:
+        """Write the queued answers to the cache in one transaction, then drop `owner`'s claims on `release`
+        (serialized: a claim is dropped only after every answer queued before it is stored)."""
+        with self._store_lock:
+            with self._lock:
+                items, self._cache_queue = self._cache_queue, []
+            if not items and not release:
+                return
+            try:
+                self.cache.put_many(items, release=release, owner=owner)
+                self._last_store = time.monotonic()
+            except BaseException:
+                with self._lock:  # kept for the next try; the journal has them in any case
+                    self._cache_queue[:0] = items
+                raise
+
+    def _settle(self, force: bool = True) -> None:
+        """Store what is queued; when the cache and the sink hold everything journaled, empty the journal.
+        Unless forced, answers wait in the journal until STORE_EVERY are queued or STORE_INTERVAL_S passed
+        (one cache transaction per batch, not per call)."""
+        if not force:
+            with self._lock:
+                if len(self._cache_queue) < STORE_EVERY and time.monotonic() - self._last_store < STORE_INTERVAL_S:
+                    return
+        self._store_answers()
+        self._maybe_reset_journal()
+
+    def _maybe_reset_journal(self, force: bool = False) -> None:
+        if self._journal is None or not (force or self._journal.size >= JOURNAL_RESET_BYTES):
+            return
+        with self._flush_lock, self._lock, self._journal_lock:
+            records_done = self._sink is None or self._flushed >= len(self._records)
+            if not self._cache_queue and records_done and self._journal is not None:
+                self._journal.reset()
+
     def flush_records(self) -> None:
-        """Hand the records not yet written to the sink (the session calls it when a step ends)."""
+        """Store the queued answers and hand the records not yet written to the sink (the session calls
+        it when a step ends)."""
+        self._store_answers()
         self._maybe_flush(force=True)
+        self._maybe_reset_journal()
+
+    def _write_sink(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            self._sink(batch)
+        except LLMInfrastructureError:
+            raise
+        except Exception as err:
+            raise LLMInfrastructureError(f"could not write {len(batch)} LLM call record(s): "
+                                         f"{type(err).__name__}: {err}; they are kept in the journal "
+                                         f"{self.cache.directory / 'journal'} and written when the next run "
+                                         "starts") from err
 
     def _maybe_flush(self, force: bool = False) -> None:
         if self._sink is None:
@@ -174,12 +303,16 @@ class LLMClient:
                 batch, upto = self._records[self._flushed:], len(self._records)
             if batch:
                 try:
-                    self._sink(batch)
-                except LLMInfrastructureError:
-                    raise
-                except Exception as err:
-                    raise LLMInfrastructureError(f"could not write {len(batch)} LLM call record(s): "
-                                                 f"{type(err).__name__}: {err}") from err
+                    self._write_sink(batch)
+                except LLMInfrastructureError as err:
+                    if force:
+                        raise
+                    # during a batch: the answers in flight still arrive (they are paid for) and are
+                    # journaled; the run stops when this attempt ends
+                    if not self._durability_error:
+                        self._durability_error = str(err)
+                        log.error("%s", err)
+                    return
             with self._lock:
                 self._flushed = max(self._flushed, upto)
                 self._last_flush = time.monotonic()
@@ -208,9 +341,30 @@ class LLMClient:
         return self._backends[model_name]
 
     def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.shutdown(wait=True)
+            self._flusher = None
+        try:
+            self._settle()
+        except Exception as err:  # noqa: BLE001 - the journal keeps what could not be stored
+            log.error("LLM answers not stored at close (kept in the journal): %s", err)
+        if self._journal is not None:
+            with self._flush_lock, self._lock:
+                done = not self._cache_queue and (self._sink is None or self._flushed >= len(self._records))
+            self._journal.close(remove=done)
+            self._journal = None
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+
+    def __del__(self) -> None:  # a client dropped without close: what is not stored stays for the next run
+        journal = getattr(self, "_journal", None)
+        if journal is not None:
+            try:
+                journal.close(remove=not self._cache_queue and (self._sink is None
+                                                                or self._flushed >= len(self._records)))
+            except Exception:  # noqa: BLE001
+                pass
 
     # ---- preparation -----------------------------------------------------------------
     def _resolve(self, name: str) -> ResolvedModel:
@@ -257,32 +411,75 @@ class LLMClient:
     # ---- one attempt over all pending requests ---------------------------------------
     def _run_attempt(self, pending: list[_State], attempt: int, progress: BatchProgress) -> None:
         keys = [content_key(s.request_key, attempt) for s in pending]
-        hits = self.cache.get_many(keys) if self.use_cache else {}
-        groups: dict[int, list[tuple[_State, str]]] = {}
-        followers: dict[str, list[_State]] = {}  # identical requests in one batch: one backend call
+        by_key: dict[str, list[_State]] = {}  # identical requests in one batch: one backend call
         for s, key in zip(pending, keys):
             s.attempt = attempt
-            hit = hits.get(key)
-            if hit is not None:
-                self._finish(s, BackendResponse(texts=hit["texts"], tokens_in=hit["tokens_in"],
-                                                tokens_out=hit["tokens_out"], meta=hit.get("meta", {})),
-                             True, progress)
-            elif key in followers:
-                followers[key].append(s)
-            else:
-                followers[key] = []
-                groups.setdefault(id(s.backend), []).append((s, key))
-        if not groups:
+            by_key.setdefault(key, []).append(s)
+        if not self.use_cache:
+            self._call_keys(list(by_key), by_key, attempt, progress)
             return
+        # one request in flight per key across processes: claim what the cache lacks, wait for keys
+        # another client is answering (their answers arrive through the cache, counted there)
+        self._n_claims += 1
+        owner = f"{self._owner}:{self._n_claims}"
+        LIVE_OWNERS.add(owner)
+        try:
+            hits, mine, others = self.cache.claim(list(by_key), owner)
+        except BaseException:
+            LIVE_OWNERS.discard(owner)
+            raise
+        try:
+            while True:
+                served = self._serve_hits(hits, by_key, progress)
+                stale = [k for k in hits if k not in served]  # an unusable stored answer: ask again, replace it
+                self._replace_keys.update(stale)
+                todo = mine + stale
+                if todo:
+                    self._call_keys(todo, by_key, attempt, progress)
+                if not others:
+                    return
+                time.sleep(CLAIM_POLL_S)
+                hits, mine, others = self.cache.claim(others, owner)
+        finally:
+            try:
+                self._store_answers(release=list(by_key), owner=owner)
+            except BaseException:
+                try:
+                    self.cache.release_claims(owner)
+                except Exception:  # noqa: BLE001 - LIVE_OWNERS below lets this process take them over
+                    pass
+                raise
+            finally:
+                LIVE_OWNERS.discard(owner)
+
+    def _serve_hits(self, hits: dict[str, dict[str, Any]], by_key: dict[str, list[_State]],
+                    progress: BatchProgress) -> set[str]:
+        served = set()
+        for key, hit in hits.items():
+            if not usable(hit):
+                continue
+            served.add(key)
+            resp = BackendResponse(texts=hit["texts"], tokens_in=hit["tokens_in"], tokens_out=hit["tokens_out"],
+                                   meta=hit.get("meta", {}))
+            for s in by_key[key]:
+                self._finish(s, resp, True, progress)
+        return served
+
+    def _call_keys(self, keys: list[str], by_key: dict[str, list[_State]], attempt: int,
+                   progress: BatchProgress) -> None:
+        groups: dict[int, list[tuple[_State, str]]] = {}
+        for key in keys:
+            s = by_key[key][0]
+            groups.setdefault(id(s.backend), []).append((s, key))
         if len(groups) == 1:
-            self._run_group(next(iter(groups.values())), attempt, progress, followers)
-            return
-        with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="wse-llm") as pool:
-            for fut in [pool.submit(self._run_group, g, attempt, progress, followers) for g in groups.values()]:
-                fut.result()
+            self._run_group(next(iter(groups.values())), attempt, progress, by_key)
+        elif groups:
+            with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="wse-llm") as pool:
+                for fut in [pool.submit(self._run_group, g, attempt, progress, by_key) for g in groups.values()]:
+                    fut.result()
 
     def _run_group(self, group: list[tuple[_State, str]], attempt: int, progress: BatchProgress,
-                   followers: dict[str, list[_State]]) -> None:
+                   by_key: dict[str, list[_State]]) -> None:
         backend = group[0][0].backend
         calls = [BackendCall(model_id=s.model.model_id, messages=s.req.messages, sampling=s.sampling, n=s.req.n,
                              seed=attempt_seed(s.sampling.seed, s.request_key, attempt), json_schema=s.schema,
@@ -301,9 +498,11 @@ class LLMClient:
                          "latency_s": round(resp.latency_s, 4)}
                 if resp.meta:
                     value["meta"] = resp.meta
-                self.cache.put(key, value, replace=not self.use_cache)
-            self._finish(state, resp, False, progress)
-            for twin in followers.get(key, ()):
+                if usable(value):  # failed, empty or filtered answers are never stored
+                    self._queue_answer(key, value, replace=not self.use_cache or key in self._replace_keys)
+            twins = by_key.get(key, [state])
+            self._finish(twins[0], resp, False, progress)
+            for twin in twins[1:]:
                 self._finish(twin, resp, True, progress)
 
         try:
@@ -341,6 +540,10 @@ class LLMClient:
                     f"(set models.{req.model}.allow_input_truncation: true to accept cut prompts)",
                     None, [], answers, reasoning)
         reasons = list(meta.get("finish_reasons") or [])
+        if "content_filter" in reasons:  # withheld or cut by the provider's filter: never an answer
+            i = reasons.index("content_filter")
+            return ("content_filter", "the provider's content filter withheld the answer (finish reason "
+                    "'content_filter')", resp.texts[i] if i < len(resp.texts) else None, [], answers, reasoning)
         outputs: list[Any] = []
         for i, answer in enumerate(answers):
             parsed = parse_sample(answer, req.output_model, req.choices)
@@ -382,6 +585,8 @@ class LLMClient:
             "endpoint": redact_url(meta.get("endpoint")),   # no credential of a URL is stored
         }
         with self._lock:
+            if self._sink is not None:
+                self._journal_write([{"t": "record", "row": record}])
             self._records.append(record)
             if meta.get("prompt_truncated_tokens"):
                 self.truncated_prompts.append({"call_id": call_id, "role": req.role,
@@ -393,9 +598,9 @@ class LLMClient:
             s.texts = answers
             if error_kind is None:
                 s.outputs, s.done = outputs, True
-            elif error_kind == "infrastructure":
-                s.infra_error, s.done = message, True
-            elif error_kind in ("transport", "input_truncated") or s.attempt >= self._attempts(s.model):
+            elif error_kind in ("infrastructure", "transport"):  # no result: the run fails, the next one retries
+                s.infra_error, s.infra_kind, s.done = message, error_kind, True
+            elif error_kind == "input_truncated" or s.attempt >= self._attempts(s.model):
                 s.failure = LLMFailure(role=req.role, model=req.model, error_kind=error_kind, message=message,
                                        raw_text=raw, attempts=s.attempt)
                 s.done = True
@@ -403,7 +608,32 @@ class LLMClient:
                             error_kind, message)
             if s.done:
                 progress.advance(failed=s.failure is not None or s.infra_error is not None)
-        self._maybe_flush()
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """A due batch of records is written by a helper thread, never by the backend's event loop."""
+        if self._sink is None:
+            return
+        if asyncio._get_running_loop() is None:  # not on a backend's event loop: write here, as before
+            self._maybe_flush()
+            return
+        with self._lock:
+            waiting = len(self._records) - self._flushed
+            due = waiting > 0 and (waiting >= self.flush_every
+                                   or time.monotonic() - self._last_flush >= self.flush_interval_s)
+            if not due or self._flush_pending:
+                return
+            self._flush_pending = True
+            if self._flusher is None:
+                self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wse-llm-records")
+
+        def run() -> None:
+            try:
+                self._maybe_flush()
+            finally:
+                with self._lock:
+                    self._flush_pending = False
+        self._flusher.submit(run)
 
     @staticmethod
     def _cost(model: ResolvedModel, resp: BackendResponse) -> float | None:

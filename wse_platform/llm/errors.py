@@ -17,3 +17,8 @@ class LLMInfrastructureError(RuntimeError):
 
 class CacheCorrupted(LLMInfrastructureError):
     """The response cache file is not a readable SQLite database (truncated, overwritten...)."""
+
+
+class LLMTransportError(LLMInfrastructureError):
+    """Calls whose transport failed after every retry (timeout, 429, 5xx, an answer that is not a
+    completion): the server, not the model. No result; the run fails and the next run asks again."""

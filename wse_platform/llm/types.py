@@ -18,10 +18,12 @@ ErrorKind = Literal[
     "empty_output",      # backend returned nothing
     "truncated",         # the answer was cut by the token limit (finish reason `length`)
     "input_truncated",   # the prompt was shortened to fit the context window (unless the model allows it)
-    "transport",         # provider/transport error on this request after the backend's retries (429, timeout, 5xx)
+    "content_filter",    # the provider's content filter withheld the answer (finish reason `content_filter`)
 ]
-# Not a failure kind: missing key, 401, unreachable server, broken cache or warehouse raise
-# `wse_platform.llm.errors.LLMInfrastructureError` and fail the run (see errors.py).
+# Not failure kinds (never a result): a transport error that outlasts the retries (timeouts, 429,
+# 5xx, a 200 that is not a completion) raises `LLMTransportError`; a missing key, 401, unreachable
+# server, broken cache or warehouse raise `LLMInfrastructureError`. Both fail the run; their calls
+# are recorded in llm_calls with error_kind 'transport' / 'infrastructure' (see errors.py).
 
 
 class Sampling(BaseModel):

@@ -21,6 +21,9 @@ def make_backend(name: str, model: "ModelConfig", settings: "Settings") -> Backe
         from wse_platform.llm.backends.embedded import EmbeddedBackend
         return EmbeddedBackend(model)
     if model.backend == "litellm":
+        from wse_platform.llm.backends.openai_http import OpenAIHTTPBackend, is_direct
+        if is_direct(model):  # one OpenAI-compatible server: no litellm (CPU per call, import time)
+            return OpenAIHTTPBackend(model, max_concurrency=limit)
         from wse_platform.llm.backends.litellm_backend import LiteLLMBackend
         return LiteLLMBackend(model, max_concurrency=limit)
     if model.backend == "vllm":

@@ -25,11 +25,11 @@ import asyncio
 import json
 import logging
 import os
-import threading
 import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from wse_platform.llm.backends.aio import background_loop
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
 from wse_platform.redact import redact_text, redact_url
@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("wse_platform.llm")
 
 _MIN_P_PROVIDERS = ("openai/", "hosted_vllm/", "openrouter/", "together_ai/", "fireworks_ai/")
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_LOCK = threading.Lock()
 
 
 def _litellm() -> Any:
@@ -52,14 +50,7 @@ def _litellm() -> Any:
     return litellm
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
-    global _LOOP
-    with _LOOP_LOCK:
-        if _LOOP is None or _LOOP.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="wse-litellm-loop", daemon=True).start()
-            _LOOP = loop
-        return _LOOP
+_background_loop = background_loop
 
 
 def structured_mode(model: "ModelConfig", litellm: Any) -> str:
@@ -158,7 +149,10 @@ class LiteLLMBackend(Backend):
         self.timeout_s = float(model.extra.get("timeout_s", 600.0))
         self.reasoning: str | None = getattr(model, "reasoning", None)
         self.n_calls = 0
-        self._sem: asyncio.Semaphore | None = None
+        # one in-flight limit per endpoint (set) across runs and processes: see limiter.py
+        from wse_platform.llm.limiter import limiter_for
+        self.limiter = limiter_for("|".join(sorted(self.endpoints)) or self.model.model_id.split("/")[0],
+                                   self.max_concurrency)
         self._router: Any = None
 
     def cache_namespace(self) -> str:
@@ -207,11 +201,8 @@ class LiteLLMBackend(Backend):
         return fut.result()
 
     async def _batch(self, calls: list[BackendCall], on_result: OnResult | None) -> list[BackendResponse]:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.max_concurrency)
-
         async def run(i: int, call: BackendCall) -> BackendResponse:
-            async with self._sem:
+            async with self.limiter.slot():
                 resp = await self._call(call)
             if on_result is not None:
                 on_result(i, resp)
@@ -251,7 +242,16 @@ class LiteLLMBackend(Backend):
 
     async def _request(self, kwargs: dict[str, Any], model_id: str) -> "_Got":
         self.n_calls += 1
-        resp = await self.router().acompletion(**kwargs)
+        # timeout_s bounds each attempt from connect to last byte (httpx's own timeout is per read:
+        # a server trickling one byte at a time never trips it); the whole request is bounded by
+        # the attempts' deadlines plus the backoff between them
+        budget = (self.max_retries + 1) * self.timeout_s + self.retry_base_s * (2 ** min(self.max_retries, 6))
+        try:
+            resp = await asyncio.wait_for(self.router().acompletion(**kwargs), budget)
+        except asyncio.TimeoutError:
+            raise self.litellm.Timeout(message=f"no complete answer within {budget:g} s (timeout_s="
+                                       f"{self.timeout_s:g} per attempt)", model=model_id,
+                                       llm_provider="litellm") from None
         got = _Got()
         for c in resp.choices:
             got.texts.append(c.message.content or "")

@@ -1,0 +1,295 @@
+"""The direct path to ONE OpenAI-compatible server (vLLM, llama.cpp, SGLang...): `/chat/completions`
+over httpx, without litellm.
+
+Used for `backend: litellm` models whose `model_id` is `openai/...` or `hosted_vllm/...` with a
+single `api_base` and no `router` options: litellm adds nothing there (no provider translation,
+no routing) but costs ~5 ms of CPU per call and seconds of import. Everything else (API
+providers, several endpoints behind a Router) stays on litellm (litellm_backend.py). Both send
+the same request body and share the cache namespace, so switching paths keeps the cache.
+
+Per attempt: one slot of the endpoint's cross-process limiter (limiter.py) is held, and
+`timeout_s` is a deadline for the whole exchange (connect to last byte): a server that sends
+headers and then trickles bytes is cut off at `timeout_s`. Retried with exponential backoff
+(`retry_base_s` x 2^k, or the server's Retry-After up to 30 s, `max_retries` times): 408, 409,
+429, 5xx, timeouts, connection errors, a 200 that is not a chat completion (an HTML page, no
+`choices`). After the retries the call is a `transport` failure; 401/403/404, a refused
+connection and credentials in the URL are `infrastructure` at once. The client fails the run on
+both (no result); see client.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from wse_platform.llm.backends import pricing
+from wse_platform.llm.backends.aio import background_loop
+from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
+from wse_platform.llm.limiter import limiter_for
+from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
+
+if TYPE_CHECKING:
+    from wse_platform.config import ModelConfig
+
+log = logging.getLogger("wse_platform.llm")
+
+PREFIXES = ("openai/", "hosted_vllm/")
+_RETRY_STATUS = {408, 409, 425, 429}
+_INFRA_STATUS = {401, 403, 404}
+_MAX_RETRY_AFTER_S = 30.0
+
+
+def is_direct(model: "ModelConfig") -> bool:
+    """True when the model is one OpenAI-compatible server that the direct path can serve."""
+    return (model.model_id.startswith(PREFIXES) and len(model.api_bases) == 1
+            and not dict(getattr(model, "router", None) or {}))
+
+
+def structured_mode(model: "ModelConfig") -> str:
+    """The same default litellm_backend.structured_mode picks (the cache namespace depends on it)."""
+    mode = model.extra.get("structured_output")
+    if mode is not None:
+        if mode not in ("json_schema", "json_object_schema", "prompt"):
+            raise ValueError(f"models.{model.model_id}.extra.structured_output: {mode!r} is not one of "
+                             "json_schema, json_object_schema, prompt")
+        return mode
+    if model.model_id.startswith("hosted_vllm/") or pricing.supports_response_schema(model.model_id):
+        return "json_schema"
+    return "prompt"
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, retry: bool, infrastructure: bool = False, retry_after: float | None = None,
+                 final: bool = False):
+        super().__init__(message)
+        self.retry, self.infrastructure, self.retry_after, self.final = retry, infrastructure, retry_after, final
+
+
+class OpenAIHTTPBackend(Backend):
+    name = "litellm"  # the config's backend kind (llm_calls.backend); the path is an implementation detail
+
+    def __init__(self, model: "ModelConfig", max_concurrency: int = 8):
+        from wse_platform.llm.backends.litellm_backend import build_kwargs  # light: litellm is imported lazily
+
+        self._build_kwargs = build_kwargs
+        self.model = model
+        self.mode = structured_mode(model)
+        self.base = model.api_bases[0].rstrip("/")
+        self.endpoints = [model.api_bases[0]]
+        parts = urlsplit(self.base)
+        self._setup_error = None
+        if parts.username or parts.password:
+            self._setup_error = (f"models.{model.model_id}: the api_base carries credentials (user:password@host); "
+                                 "they are not sent. Remove them from the URL and put the key in the environment "
+                                 "variable named by api_key_env")
+        self.url = self.base + "/chat/completions"
+        self.wire_model = model.model_id.split("/", 1)[1]
+        self.per_endpoint: int | None = getattr(model, "endpoint_concurrency", None)
+        self.max_concurrency = self.per_endpoint or max_concurrency
+        self.max_retries = int(model.extra.get("max_retries", 5))
+        self.retry_base_s = float(model.extra.get("retry_base_s", 1.0))
+        self.timeout_s = float(model.extra.get("timeout_s", 600.0))
+        self.reasoning: str | None = getattr(model, "reasoning", None)
+        self._extra = reasoning_kwargs(model.model_id, self.reasoning, self.endpoints)
+        self.limiter = limiter_for(self.base, self.max_concurrency)
+        self.n_calls = 0
+        self._http: Any = None
+
+    def cache_namespace(self) -> str:  # identical to LiteLLMBackend's: the cache is shared by both paths
+        return f"litellm:fr:{self.mode}" + (f":reasoning={self.reasoning}" if self.reasoning else "")
+
+    def _headers(self) -> dict[str, str]:
+        if self.model.api_key_env:
+            key = os.environ.get(self.model.api_key_env)
+            if not key:
+                raise LookupError(f"environment variable {self.model.api_key_env} (API key for "
+                                  f"{self.model.model_id}) is not set")
+        else:
+            key = "no-key"
+        return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+
+    def _scrub(self, text: str) -> str:
+        key = os.environ.get(self.model.api_key_env) if self.model.api_key_env else None
+        return text.replace(key, "***") if key else text
+
+    def _client(self) -> Any:
+        if self._http is None:
+            import httpx
+            self._http = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s),
+                limits=httpx.Limits(max_connections=self.max_concurrency + 4,
+                                    max_keepalive_connections=self.max_concurrency + 4))
+        return self._http
+
+    # ---- batch -----------------------------------------------------------------------------
+    def generate(self, calls: list[BackendCall], on_result: OnResult | None = None) -> list[BackendResponse]:
+        fut: Future = asyncio.run_coroutine_threadsafe(self._batch(calls, on_result), background_loop())
+        return fut.result()
+
+    async def _batch(self, calls: list[BackendCall], on_result: OnResult | None) -> list[BackendResponse]:
+        async def run(i: int, call: BackendCall) -> BackendResponse:
+            resp = await self._call(call)
+            if on_result is not None:
+                on_result(i, resp)
+            return resp
+
+        if len(calls) == 1:
+            return [await run(0, calls[0])]
+        return list(await asyncio.gather(*(run(i, c) for i, c in enumerate(calls))))
+
+    def _body(self, call: BackendCall) -> dict[str, Any]:
+        body = self._build_kwargs(call, self.mode, self.model.model_id)
+        body["model"] = self.wire_model
+        extra = dict(body.pop("extra_body", None) or {})
+        for k, v in self._extra.items():
+            if k == "extra_body":
+                extra.update(v)
+            else:
+                body[k] = v
+        body.update(extra)  # what the openai SDK does with extra_body: merged into the JSON body
+        return body
+
+    async def _call(self, call: BackendCall) -> BackendResponse:
+        t0 = time.monotonic()
+        try:
+            if self._setup_error:
+                raise _Failed(self._setup_error, retry=False, infrastructure=True)
+            headers = self._headers()
+            body = self._body(call)
+            try:
+                got = await self._request(body, headers)
+            except _Failed as err:
+                if call.n == 1 or err.infrastructure or err.retry or err.final:
+                    raise
+                got = _Got()  # the server rejects n: one request per sample
+            for k in range(len(got.texts), call.n):  # some servers ignore n: fill the missing samples
+                got.add(await self._request(dict(body, n=1, seed=sample_seed(call.seed, k)), headers))
+        except LookupError as err:
+            return BackendResponse(error=str(err), latency_s=time.monotonic() - t0, infrastructure=True)
+        except _Failed as err:
+            return BackendResponse(error=self._scrub(str(err)), latency_s=time.monotonic() - t0,
+                                   infrastructure=err.infrastructure)
+        meta: dict[str, Any] = {"finish_reasons": got.finish[: call.n], "endpoint": self.endpoints[0]}
+        if any(got.reasoning[: call.n]):
+            meta["reasoning"] = got.reasoning[: call.n]
+        if got.reasoning_tokens is not None:
+            meta["reasoning_tokens"] = got.reasoning_tokens
+        return BackendResponse(texts=got.texts[: call.n], tokens_in=got.tokens_in, tokens_out=got.tokens_out,
+                               latency_s=time.monotonic() - t0,
+                               cost_usd=pricing.cost(self.model.model_id, got.tokens_in, got.tokens_out), meta=meta)
+
+    async def _request(self, body: dict[str, Any], headers: dict[str, str]) -> "_Got":
+        last: _Failed | None = None
+        for k in range(self.max_retries + 1):
+            if k:
+                wait = self.retry_base_s * (2 ** (k - 1)) * (0.75 + 0.5 * random.random())
+                if last is not None and last.retry_after is not None:
+                    wait = max(wait, last.retry_after)
+                await asyncio.sleep(min(wait, _MAX_RETRY_AFTER_S))
+            try:
+                async with self.limiter.slot():
+                    self.n_calls += 1
+                    return await asyncio.wait_for(self._once(body, headers), self.timeout_s)
+            except _Failed as err:
+                if not err.retry:
+                    raise
+                last = err
+            except asyncio.TimeoutError:
+                last = _Failed(f"Timeout: no complete answer within timeout_s={self.timeout_s:g} s", retry=True)
+        assert last is not None
+        raise _Failed(f"{last} (after {self.max_retries} retries)", retry=False, final=True,
+                      infrastructure=last.infrastructure)  # still refused: no server there
+
+    async def _once(self, body: dict[str, Any], headers: dict[str, str]) -> "_Got":
+        import httpx
+        try:
+            resp = await self._client().post(self.url, json=body, headers=headers)
+        except (httpx.ConnectError, ConnectionRefusedError) as err:
+            refused = _refused(err)
+            raise _Failed(f"APIConnectionError: cannot connect to {self.base}: {err}", retry=True,
+                          infrastructure=refused) from err
+        except httpx.TimeoutException as err:
+            raise _Failed(f"Timeout: {type(err).__name__} after timeout_s={self.timeout_s:g} s", retry=True) from err
+        except httpx.HTTPError as err:
+            raise _Failed(f"APIConnectionError: {type(err).__name__}: {err}", retry=True) from err
+        status = resp.status_code
+        if status != 200:
+            detail = resp.text[:300]
+            retry_after = None
+            if resp.headers.get("retry-after"):
+                try:
+                    retry_after = float(resp.headers["retry-after"])
+                except ValueError:
+                    retry_after = None
+            if status in _INFRA_STATUS:
+                raise _Failed(f"HTTP {status} from {self.base}: {detail}", retry=False, infrastructure=True)
+            raise _Failed(f"HTTP {status} from {self.base}: {detail}", retry=status in _RETRY_STATUS or status >= 500,
+                          retry_after=retry_after)
+        try:
+            data = json.loads(resp.content)
+            choices = data["choices"]
+            if not isinstance(choices, list) or not choices:
+                raise ValueError("no choices")
+        except (ValueError, KeyError, TypeError) as err:
+            kind = resp.headers.get("content-type", "?")
+            raise _Failed(f"BadResponse: status 200 but not a chat completion ({type(err).__name__}: {err}; "
+                          f"content-type {kind}): {resp.text[:120]!r}", retry=True) from err
+        return _Got.parse(data)
+
+
+def _refused(err: BaseException) -> bool:
+    """A refused connection (no server listening), anywhere in the exception chain."""
+    seen: set[int] = set()
+    x: BaseException | None = err
+    while x is not None and id(x) not in seen:
+        seen.add(id(x))
+        text = str(x).lower()
+        if isinstance(x, ConnectionRefusedError) or "refused" in text or "all connection attempts failed" in text \
+                or getattr(x, "errno", None) == 111:
+            return True
+        x = x.__cause__ or x.__context__
+    return False
+
+
+class _Got:
+    """What one or more chat-completion responses for one call returned."""
+
+    __slots__ = ("texts", "finish", "reasoning", "tokens_in", "tokens_out", "reasoning_tokens")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.finish: list[str | None] = []
+        self.reasoning: list[str | None] = []
+        self.tokens_in = self.tokens_out = 0
+        self.reasoning_tokens: int | None = None
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "_Got":
+        got = cls()
+        for c in data["choices"]:
+            msg = c.get("message") or {}
+            got.texts.append(msg.get("content") or "")
+            got.finish.append(c.get("finish_reason"))
+            got.reasoning.append(msg.get("reasoning_content") or msg.get("reasoning") or None)
+        usage = data.get("usage") or {}
+        got.tokens_in = int(usage.get("prompt_tokens") or 0)
+        got.tokens_out = int(usage.get("completion_tokens") or 0)
+        details = usage.get("completion_tokens_details") or {}
+        if details.get("reasoning_tokens") is not None:
+            got.reasoning_tokens = int(details["reasoning_tokens"])
+        return got
+
+    def add(self, more: "_Got") -> None:
+        self.texts += more.texts[:1]
+        self.finish += more.finish[:1]
+        self.reasoning += more.reasoning[:1]
+        self.tokens_in = self.tokens_in or more.tokens_in
+        self.tokens_out += more.tokens_out
+        if more.reasoning_tokens is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + more.reasoning_tokens
