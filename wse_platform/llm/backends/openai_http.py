@@ -33,6 +33,7 @@ from wse_platform.llm.backends.aio import background_loop
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.limiter import limiter_for
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
+from wse_platform.redact import redact_text, redact_url
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
@@ -116,7 +117,7 @@ class OpenAIHTTPBackend(Backend):
 
     def _scrub(self, text: str) -> str:
         key = os.environ.get(self.model.api_key_env) if self.model.api_key_env else None
-        return text.replace(key, "***") if key else text
+        return redact_text(text.replace(key, "***") if key else text)
 
     def _client(self) -> Any:
         if self._http is None:
@@ -175,7 +176,7 @@ class OpenAIHTTPBackend(Backend):
         except _Failed as err:
             return BackendResponse(error=self._scrub(str(err)), latency_s=time.monotonic() - t0,
                                    infrastructure=err.infrastructure)
-        meta: dict[str, Any] = {"finish_reasons": got.finish[: call.n], "endpoint": self.endpoints[0]}
+        meta: dict[str, Any] = {"finish_reasons": got.finish[: call.n], "endpoint": redact_url(self.endpoints[0])}
         if any(got.reasoning[: call.n]):
             meta["reasoning"] = got.reasoning[: call.n]
         if got.reasoning_tokens is not None:
