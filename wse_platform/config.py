@@ -388,6 +388,8 @@ class EndingsConfig(_Strict):
     # steps to drop per pipeline (ablation), e.g. {beats: [plan]} or {warmup_beats: [adapt]}
     ablate: dict[str, list[str]] = Field(default_factory=dict)
     corpora: list[CorpusConfig] = Field(default_factory=list)
+    # Table 2's reference rows: these corpora by name, in order (None: every measured corpus)
+    reference_corpora: list[str] | None = None
     ideas_file: str | None = None
     min_words: NonNegativeInt = 500
     max_words: PositiveInt = 5000
@@ -426,6 +428,15 @@ class EndingsConfig(_Strict):
             if bad:
                 raise ValueError(f"{pipeline}: cannot ablate {sorted(bad)} (ablatable: {sorted(ablatable)})")
         return v
+
+    @model_validator(mode="after")
+    def _known_reference_corpora(self) -> "EndingsConfig":
+        names = [c.name for c in self.corpora]
+        bad = [n for n in self.reference_corpora or [] if n not in names]
+        if bad:
+            raise ValueError(f"endings.reference_corpora: unknown corpus name(s) {bad}; "
+                             f"configured corpora (endings.corpora[].name): {names}")
+        return self
 
     @property
     def same_model_judge(self) -> bool:
