@@ -523,7 +523,18 @@ class Settings(_Strict):
                                   "(set endings.allow_same_model: true to accept it)")
         if errors:
             raise ValueError("; ".join(errors))
+        self._endings_thinking_off()
         return self
+
+    def _endings_thinking_off(self) -> None:
+        """100-Endings runs every model without thinking (forecaster App. C.4, judge C.5, story
+        pipeline D.1 / Table 8): a litellm / vLLM model of those roles whose config leaves
+        `reasoning` unset gets `off` (an explicit `reasoning:` is kept)."""
+        e = self.endings
+        for name in sorted({e.forecaster, e.judge, *e.generators} - {None}):
+            m = self.models.get(name)
+            if m is not None and m.reasoning is None and m.backend in ("litellm", "vllm"):
+                self.models[name] = m.model_copy(update={"reasoning": "off"})
 
     # ---- convenience -------------------------------------------------
     def model(self, name: str) -> ModelConfig:
