@@ -203,16 +203,19 @@ def build_more() -> list:
         "Failures per role and error kind (invalid_json, schema_violation, truncated = cut by the token "
         "budget, backend_error ...). source=outputs: outputs recorded as failures after all retries "
         "(generation steps and judge votes), overall / per model group / per model; source=attempts: invalid "
-        "attempts in llm_calls with n_length_cut (finish reason length).",
+        "attempts in llm_calls with n_length_cut (finish reason length); source=warnings: outputs kept although "
+        "they pass a limit the paper does not state (> 16 memory operations, a plan beat depending on a later "
+        "beat, > 80 richness units).",
         [AssetKey("wse_trajectory_steps"), *VOTE_DEPS, AssetKey("wse_richness_verdicts")], METRIC_CODE))
     def wse_failure_kinds(context: AssetExecutionContext, warehouse: WarehouseResource,
                           settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
         df = T.failure_kinds(
-            wh.query("SELECT model, arch, seed_id, step, failure_component, failure_json FROM wse_trajectory_steps "
-                     "WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT model, arch, seed_id, step, failure_component, failure_json, plan_json, "
+                     "memory_delta_json FROM wse_trajectory_steps WHERE failure_json IS NOT NULL "
+                     "OR plan_json IS NOT NULL OR memory_delta_json IS NOT NULL"),
             wh.query("SELECT model, failure_json FROM wse_consistency_verdicts WHERE failure_json IS NOT NULL"),
-            wh.query("SELECT model, failure_json FROM wse_richness_verdicts WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT model, failure_json, units_json FROM wse_richness_verdicts"),
             wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%' AND NOT coalesce(valid, FALSE)"),
             T.TableParams.from_settings(settings.get()))
         cut = df.filter((pl.col("error_kind") == "truncated") & (pl.col("scope") == "all")

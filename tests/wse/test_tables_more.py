@@ -169,6 +169,36 @@ def test_failure_kinds_report_truncation_per_role():
     assert _one(fk, source="attempts", scope="all", error_kind="invalid_json")["n_length_cut"] == 0
 
 
+def test_limits_the_paper_does_not_state_are_counted_warnings_not_failures():
+    """Issue 22: > 16 memory operations, a plan beat depending on a later beat and > 80 richness units
+    are valid outputs (the trajectory goes on, the verdict counts), each counted in wse_failure_kinds."""
+    from wse_platform.wse.schemas import MemoryDelta, forward_dependencies, plot_plan_model, richness_verdict_model
+    ops = [{"op": "add_fact", "fact_id": f"f{i}", "text": f"fact {i}"} for i in range(20)]
+    assert len(MemoryDelta.model_validate({"operations": ops}).operations) == 20
+    beat = {"beat_id": "b1", "depends_on": ["b2"], "source_intent_ids": ["player"], "content": "Pia knocks."}
+    plan = plot_plan_model(()).model_validate({"beats": [beat, {**beat, "beat_id": "b2", "depends_on": []}]})
+    assert forward_dependencies(plan) == 1
+    unit = {"step": 1, "kind": "event", "repetitive": False, "evidence": "e", "description": "d"}
+    verdict = richness_verdict_model(2).model_validate({"units": [unit] * 81, "rating_event_diversity": 3,
+                                                        "rating_character_change": 3, "rating_world_expansion": 3})
+    assert len(verdict.units) == 81
+    steps = pl.DataFrame({"model": ["m1", "m1", "m2"], "failure_component": [None, None, None],
+                          "failure_json": [None, None, None],
+                          "memory_delta_json": [json.dumps({"operations": ops}), json.dumps({"operations": ops[:3]}), None],
+                          "plan_json": [None, json.dumps(plan.model_dump()), None]},
+                         schema_overrides={"failure_component": pl.String, "failure_json": pl.String})
+    rich = pl.DataFrame({"model": ["m2"], "failure_json": [None], "units_json": [json.dumps([unit] * 81)]})
+    fk = T.failure_kinds(steps, pl.DataFrame({"model": [], "failure_json": []}, schema={"model": pl.String,
+                                                                                    "failure_json": pl.String}),
+                         rich.with_columns(pl.col("failure_json").cast(pl.String)))
+    warn = fk.filter((pl.col("source") == "warnings") & (pl.col("scope") == "all"))
+    assert {(r["role"], r["error_kind"]): r["n"] for r in warn.iter_rows(named=True)} == {
+        ("wse.world_memory_agent", "warning:memory_ops_over_16"): 1,
+        ("wse.world_model", "warning:plan_forward_dependency"): 1,
+        ("wse.richness_judge", "warning:units_over_80"): 1}
+    assert fk.filter(pl.col("source") == "outputs").is_empty()          # none of them is a failure
+
+
 # ---- inter-judge agreement --------------------------------------------------------------------------------
 def test_judge_agreement_fleiss_and_pairwise_by_hand():
     votes = {"s1": "CCC", "s2": "CCI", "s3": "III", "s4": "CIU", "s5": "C-C"}   # s5: member b failed
