@@ -45,6 +45,7 @@ class NarratedStep:
     step: int
     player_action: str
     narrative: str
+    day: int | None = None     # the story day of the step, as the generation roles saw it ("Step k (day d)")
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[Narra
         "language": view["language"],
         "initial_world": view["initial_world"],
         "opening": view["opening"],
-        "steps": [{"step": s.step, "player_action": s.player_action, "narrative": s.narrative} for s in steps],
+        "steps": [{"step": s.step, "day": s.day, "player_action": s.player_action, "narrative": s.narrative}
+                  for s in steps],
     }, _blinding_pattern(blinding_terms(seed)), label)
     out["initial_world"]["title"] = label
     return out
@@ -141,8 +143,14 @@ def _render_world(view: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _step_head(s: dict[str, Any]) -> str:
+    """`Step k (day d)`: the day marker the generation roles saw (temporal conflicts need it)."""
+    return f"Step {s['step']}" + (f" (day {s['day']})" if s.get("day") is not None else "")
+
+
 def _render_steps(steps: list[dict[str, Any]]) -> str:
-    return "\n\n".join(f"Step {s['step']}. Player: {s['player_action']}\n{s['narrative']}" for s in steps) or "(none)"
+    return "\n\n".join(f"{_step_head(s)}. Player: {s['player_action']}\n{s['narrative']}" for s in steps) \
+        or "(none)"
 
 
 # ---- requests ---------------------------------------------------------------------------
@@ -401,6 +409,19 @@ def judge_richness(client: CompletesMany, settings: Settings, judge: JudgePanel,
 
 
 # ---- reading stored trajectories --------------------------------------------------------
+def step_days(seed: EpisodeSeed, steps: pl.DataFrame) -> list[int | None]:
+    """Day of each narrated step as the generation history shows it: the start day plus the new-day
+    flags of steps 1..k (the Story Agent's flag moves the story to a new day at that step). None for
+    every step when the rows carry no `new_day` column."""
+    if "new_day" not in steps.columns:
+        return [None] * steps.height
+    day, out = seed.time.day, []
+    for flag in steps["new_day"].to_list():
+        day += 1 if flag else 0
+        out.append(day)
+    return out
+
+
 def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
                         seeds: dict[str, EpisodeSeed]) -> list[JudgedTrajectory]:
     """Rebuild the cell's trajectories from `wse_trajectory_steps` + `wse_trajectories` rows.
@@ -415,8 +436,9 @@ def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
             raise ValueError(f"wse_trajectories: seed_id {sid!r} ({row['model']}, {row['arch']}) "
                              "is not in wse_episode_seeds")
         mine = steps.filter((pl.col("seed_id") == sid) & pl.col("narrative").is_not_null()).sort("step")
-        narrated = tuple(NarratedStep(step=s["step"], player_action=s["player_option"], narrative=s["narrative"])
-                         for s in mine.iter_rows(named=True))
+        narrated = tuple(NarratedStep(step=s["step"], player_action=s["player_option"], narrative=s["narrative"],
+                                      day=d)
+                         for s, d in zip(mine.iter_rows(named=True), step_days(seeds[sid], mine)))
         if [s.step for s in narrated] != list(range(1, len(narrated) + 1)):
             raise ValueError(f"wse_trajectory_steps: seed {sid} ({row['model']}, {row['arch']}) has narrated "
                              f"steps {[s.step for s in narrated]}, expected 1..L")
