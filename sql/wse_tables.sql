@@ -14,8 +14,8 @@ CREATE TABLE IF NOT EXISTS wse_cell_metrics (
     G                            DOUBLE,    -- generation coverage
     C_obs                        DOUBLE,    -- KM consistency, last estimable value carried forward; NULL if no step observed
     C_adj                        DOUBLE,    -- KM consistency credited only where trajectories are at risk
-    R                            DOUBLE,    -- mean over trajectories with L_i >= 1 of the median judge R
-    R_weighted                   DOUBLE,    -- the same R weighted by observed steps L_i (App. B.6)
+    R                            DOUBLE,    -- Σ L_i·R_i / Σ L_i over trajectories with L_i >= 1 (R_i: median judge R; App. B.6)
+    R_unweighted                 DOUBLE,    -- the plain mean of R_i over the same trajectories
     n_richness                   BIGINT,    -- trajectories contributing to R
     n_richness_judge_failures    BIGINT,    -- richness judge outputs that stayed invalid
     n_contradictions             BIGINT,    -- observed first contradictions
@@ -285,7 +285,7 @@ CREATE TABLE IF NOT EXISTS wse_human_validation (
 );
 
 -- Warehouses created before these columns (final tables are rebuilt whole; BY NAME inserts).
-ALTER TABLE wse_cell_metrics ADD COLUMN IF NOT EXISTS R_weighted DOUBLE;
+ALTER TABLE wse_cell_metrics ADD COLUMN IF NOT EXISTS R_unweighted DOUBLE;   -- R is step-weighted since issue 22
 ALTER TABLE wse_pareto ADD COLUMN IF NOT EXISTS panel VARCHAR;
 ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS model VARCHAR;
 ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS mean_first_contradiction_step DOUBLE;

@@ -36,8 +36,9 @@ def test_cell_richness_weighted_by_observed_steps():
     frame, info = _frame(upstream())
     b1 = _one(T.cell_metrics(frame, info), arch="B1")
     # judge medians: s1 [100, 100, 0] -> 100 (L 3); s2 R70 (L 3); s3 two valid judges rating 1 -> 0 (L 1); s4 100 (L 1)
-    assert b1["R"] == pytest.approx((100 + R70 + 0 + 100) / 4)
-    assert b1["R_weighted"] == pytest.approx((3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8)
+    assert b1["R_unweighted"] == pytest.approx((100 + R70 + 0 + 100) / 4)
+    # R is the paper's step-weighted cell Richness, the one Pareto, contrasts and heatmaps use
+    assert b1["R"] == pytest.approx((3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8)
 
 
 # ---- Table 6 cross-tab and panel rows ----------------------------------------------------------------

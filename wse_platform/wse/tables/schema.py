@@ -14,7 +14,7 @@ _F, _I, _S, _B = pl.Float64, pl.Int64, pl.String, pl.Boolean
 FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "wse_cell_metrics": {
         "model": _S, "arch": _S, "judge_config_id": _S, "richness_judge_config_id": _S, "horizon": _I,
-        "n": _I, "n_with_narrative": _I, "G": _F, "C_obs": _F, "C_adj": _F, "R": _F, "R_weighted": _F, "n_richness": _I,
+        "n": _I, "n_with_narrative": _I, "G": _F, "C_obs": _F, "C_adj": _F, "R": _F, "R_unweighted": _F, "n_richness": _I,
         "n_richness_judge_failures": _I, "n_contradictions": _I, "n_censored_no_majority": _I, "n_failures": _I,
         **{f"fail_{c}": _I for c in FAILURE_COMPONENTS}, "n_story_endings": _I, **{f"end_{k}": _I for k in END_KINDS}},
     "wse_architecture_contrasts": {
