@@ -253,7 +253,6 @@ class WSEConfig(_Strict):
     richness_judges: JudgePanel | None = None
     budgets: dict[str, int] = Field(default_factory=lambda: dict(WSE_ROLE_BUDGETS))  # role -> max_tokens
     model_groups: dict[str, list[str]] = Field(default_factory=dict)
-    construction_model: str | None = None  # optional model for openings; must not be evaluated
     sampling: Sampling = Field(default_factory=Sampling)
     human_labels: str | None = None   # folder with the human validation CSVs (App. B.5)
 
@@ -262,6 +261,9 @@ class WSEConfig(_Strict):
     def _panels(cls, raw: Any) -> Any:
         if isinstance(raw, dict):
             raw = dict(raw)
+            if "construction_model" in raw:   # removed (issue 22): nothing used it
+                raise ValueError("construction_model was removed: openings and initial actions are built from "
+                                 "per-language templates without any model (paper §3.1); delete the key")
             for role in ("consistency_judge", "richness_judge"):
                 _panel_input(raw, role)
         return raw
@@ -480,10 +482,6 @@ class Settings(_Strict):
             panel = getattr(self.wse, role)
             for i, member in enumerate(panel.members if panel is not None else []):
                 need(f"wse.{role}[{i}].model", member.model)
-        need("wse.construction_model", self.wse.construction_model)
-        if self.wse.construction_model and self.wse.construction_model in self.wse.models:
-            errors.append("wse.construction_model: must not be one of the evaluated wse.models "
-                          f"({self.wse.construction_model!r})")
         for group, members in self.wse.model_groups.items():
             for i, m in enumerate(members):
                 if m not in self.wse.models:
