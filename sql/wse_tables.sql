@@ -237,8 +237,14 @@ CREATE TABLE IF NOT EXISTS wse_precursor_audit (
     pct                          DOUBLE,
     n_persisted                  BIGINT,
     n_trajectories               BIGINT,
-    judge_config_id              VARCHAR
+    judge_config_id              VARCHAR,
+    ca_precursor                 BOOLEAN,   -- trajectory: a strong Character-Agent match in any vote (App. C)
+    ca_through_world_model       BOOLEAN,   -- ... whose claim also matches the World Model plan then or later
+    world_model_only             BOOLEAN    -- a World Model match and no Character-Agent match
 );
+ALTER TABLE wse_precursor_audit ADD COLUMN IF NOT EXISTS ca_precursor BOOLEAN;
+ALTER TABLE wse_precursor_audit ADD COLUMN IF NOT EXISTS ca_through_world_model BOOLEAN;
+ALTER TABLE wse_precursor_audit ADD COLUMN IF NOT EXISTS world_model_only BOOLEAN;
 
 -- App. C.3: contrasts over seed-paired trajectories that both reach the horizon with valid scores.
 CREATE TABLE IF NOT EXISTS wse_full_horizon_contrasts (

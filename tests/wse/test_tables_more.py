@@ -246,6 +246,31 @@ def test_precursor_audit_by_hand():
     assert T.precursors.match_score(T.precursors.content_tokens("the cat sat"), "the cat sat") == 0.0
 
 
+def test_precursor_traces_as_the_paper_counts_them():
+    """App. C: "Character-Agent precursors in 89 trajectories, 42 persisting through the World Model;
+    27 with only a World-Model precursor" — counted per trajectory, not as a plurality origin."""
+    frame = pl.DataFrame({"model": ["m"] * 3, "arch": ["B2+WMOD"] * 3, "seed_id": ["a", "b", "c"],
+                          "first_contradiction": [2, 2, 2], "contradiction_observed": [True] * 3})
+    claim = "Nora burned the silver letter beside the river"
+    v = pl.DataFrame({"judge_config_id": [CJ] * 3, "model": ["m"] * 3, "arch": ["B2+WMOD"] * 3,
+                      "seed_id": ["a", "b", "c"], "step": [2, 2, 2], "verdict": ["inconsistent"] * 3,
+                      "conflicting_claim": [claim] * 3})
+    intent = json.dumps([{"character_id": "nora", "intent": "Nora burned the silver letter by the river"}])
+    plan = json.dumps({"beats": [{"content": "Nora burned the silver letter beside the river"}]})
+    steps = pl.DataFrame({"model": ["m"] * 4, "arch": ["B2+WMOD"] * 4, "seed_id": ["a", "a", "b", "c"],
+                          "step": [1, 2, 1, 1], "player_option": ["walk"] * 4,
+                          "intents_json": [intent, None, intent, None],     # a: CA at 1, WM at 2; b: CA only
+                          "plan_json": [None, plan, None, plan],            # c: WM only
+                          "memory_state_json": [None] * 4})
+    pa = T.precursor_audit(frame, v, steps, {"consistency_judge_id": CJ})
+    traj = {r["seed_id"]: r for r in pa.filter(pl.col("row_kind") == "trajectory").iter_rows(named=True)}
+    assert [(traj[k]["ca_precursor"], traj[k]["ca_through_world_model"], traj[k]["world_model_only"])
+            for k in "abc"] == [(True, True, False), (True, False, False), (False, False, True)]
+    tr = {r["origin"]: r for r in pa.filter((pl.col("row_kind") == "trace_summary") & (pl.col("scope") == "all"))
+          .iter_rows(named=True)}
+    assert {k: tr[k]["n"] for k in tr} == {"ca_precursor": 2, "ca_through_world_model": 1, "world_model_only": 1}
+
+
 # ---- human validation (App. B.5) ---------------------------------------------------------------------------
 def test_agreement_statistics_by_hand():
     from wse_platform.wse.tables import validation as V

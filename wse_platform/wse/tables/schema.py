@@ -57,7 +57,8 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "wse_precursor_audit": {
         "row_kind": _S, "scope": _S, "model_group": _S, "model": _S, "arch": _S, "seed_id": _S,
         "first_contradiction": _I, "origin": _S, "origin_step": _I, "persisted": _B, "match_score": _F,
-        "n_votes": _I, "n": _I, "pct": _F, "n_persisted": _I, "n_trajectories": _I, "judge_config_id": _S},
+        "n_votes": _I, "n": _I, "pct": _F, "n_persisted": _I, "n_trajectories": _I, "judge_config_id": _S,
+        "ca_precursor": _B, "ca_through_world_model": _B, "world_model_only": _B},
     "wse_full_horizon_contrasts": {
         "scope": _S, "model_group": _S, "model": _S, "contrast": _S, "n_models": _I, "n_pairs": _I,
         "delta_C": _F, "delta_R": _F, "horizon": _I, "judge_config_id": _S},
