@@ -111,10 +111,39 @@ def test_source_family_pooled_per_model():
     assert itp["C_obs"] == pytest.approx(100 / 3 * 2.5) and itp["mean_first_contradiction_step"] == 3.0
     assert itp["C_obs_lo"] <= itp["C_obs"] <= itp["C_obs_hi"]
     dr = _one(sf, row_kind="model_family", source_family="dracor", model="m1")
-    # the B1 s2 contradiction at step 2 falls on day 1 (new_day at step 1); B1+WMEM s2 at step 1 has no steps -> null
-    assert dr["relative_day_at_contradiction"] == 1.0 and dr["mean_first_contradiction_step"] == 1.5
+    # relative day counted from 1 (Table 7's ≈ 1.1): the B1 s2 contradiction at step 2 falls on day 2
+    # (new_day at step 1); B1+WMEM s2 at step 1 has no steps -> null
+    assert dr["relative_day_at_contradiction"] == 2.0 and dr["mean_first_contradiction_step"] == 1.5
     fam = _one(sf, row_kind="family_pooled", source_family="itp")
     assert fam["C_obs"] == pytest.approx(itp["C_obs"])       # one model: the equal-model mean is its value
+
+
+def test_source_family_contrasts_lopo_and_exposure_use_the_per_model_pooled_method():
+    """Table 7 / Fig. 15: the DraCor contrasts and leave-one-play-out rows come from the per-model
+    pooled KM family means; exposure rows are equal-model means."""
+    up = _two_models()
+    frame, info = _frame(up, T.TableParams(bootstrap_draws=40, consistency_judge_id=CJ, richness_judge_id=RJ))
+    # model m2's trajectories are all one step shorter where possible: the two models now differ
+    frame = frame.with_columns(length=pl.when(pl.col("model") == "m2").then(pl.max_horizontal(pl.col("length") - 1, 0))
+                               .otherwise(pl.col("length")))
+    sf = T.source_family_pooled(frame, info, T.TableParams(bootstrap_draws=40))
+    fam = {f: _one(sf, row_kind="family_pooled", source_family=f) for f in ("dracor", "itp", "smallville")}
+    for o in ("itp", "smallville"):
+        c = _one(sf, row_kind="contrast_pooled", contrast=f"dracor-{o}")
+        assert c["C_obs"] == pytest.approx(fam["dracor"]["C_obs"] - fam[o]["C_obs"])
+        assert c["C_obs_lo"] <= c["C_obs"] + 1e-9 <= c["C_obs_hi"] + 2e-9
+    d = frame.filter(pl.col("source_family") == "dracor")
+    per_model = d.group_by("model").agg(pl.col("length").mean().alias("l"),
+                                        (100 * (pl.col("length") == 3).mean()).alias("f"))
+    assert fam["dracor"]["mean_length"] == pytest.approx(per_model["l"].mean())          # equal-model mean
+    assert fam["dracor"]["full_horizon_pct"] == pytest.approx(per_model["f"].mean())
+    lopo = sf.filter(pl.col("row_kind") == "leave_one_play_out_pooled")
+    assert sorted(set(lopo["dropped_world"].to_list())) == ["w1", "w1b"]
+    assert set(lopo["contrast"].drop_nulls().to_list()) == {"dracor-itp", "dracor-smallville"}
+    for w in ("w1", "w1b"):
+        fam_w = _one(lopo, dropped_world=w, source_family="dracor")
+        con_w = _one(lopo, dropped_world=w, contrast="dracor-itp")
+        assert con_w["C_obs"] == pytest.approx(fam_w["C_obs"] - fam["itp"]["C_obs"])
 
 
 # ---- App. C.3 and Fig. 11 --------------------------------------------------------------------------
