@@ -277,8 +277,14 @@ CREATE TABLE IF NOT EXISTS wse_cost_contrasts (
     G                            DOUBLE,
     delta_tokens_per_trajectory  DOUBLE,
     delta_cost_per_trajectory    DOUBLE,
-    delta_G                      DOUBLE
+    delta_G                      DOUBLE,
+    pct_tokens_per_trajectory    DOUBLE,    -- Fig. 11: within-model % change, mean over pairs then models
+    pct_cost_per_trajectory      DOUBLE,
+    pct_G                        DOUBLE
 );
+ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_tokens_per_trajectory DOUBLE;
+ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_cost_per_trajectory DOUBLE;
+ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_G DOUBLE;
 
 -- App. B.5: agreement of the judge panels with human labels (wse.human_labels CSV files).
 CREATE TABLE IF NOT EXISTS wse_human_validation (

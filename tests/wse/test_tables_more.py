@@ -177,6 +177,9 @@ def test_cost_contrasts_from_llm_calls_by_hand():
     con = _one(cc, row_kind="contrast", scope="model", contrast="B2-B1")
     assert con["delta_tokens_per_trajectory"] == pytest.approx(125.0)
     assert con["delta_G"] == pytest.approx(100 * 11 / 12 - 200 / 3)
+    # Fig. 11 bars: within-model percentage changes, 100·(B2 − B1)/B1
+    assert con["pct_tokens_per_trajectory"] == pytest.approx(100 * 125.0 / 75.0)
+    assert con["pct_G"] == pytest.approx(100 * (100 * 11 / 12 - 200 / 3) / (200 / 3))
 
 
 # ---- failures by role and kind -------------------------------------------------------------------------

@@ -66,7 +66,7 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "row_kind": _S, "scope": _S, "model_group": _S, "model": _S, "arch": _S, "contrast": _S, "n_models": _I,
         "n_pairs": _I, "n_calls": _I, "tokens_per_trajectory": _F, "cost_per_trajectory": _F,
         "tokens_per_step": _F, "G": _F, "delta_tokens_per_trajectory": _F, "delta_cost_per_trajectory": _F,
-        "delta_G": _F},
+        "delta_G": _F, "pct_tokens_per_trajectory": _F, "pct_cost_per_trajectory": _F, "pct_G": _F},
     "wse_human_validation": {"study": _S, "statistic": _S, "value": _F, "n": _I, "n_unmatched": _I,
                              "judge_config_id": _S},
 }
