@@ -343,7 +343,9 @@ def test_assets_materialize_into_warehouse(tmp_path, monkeypatch):
     assert g == pytest.approx(200 / 3)
     assert (settings.artifacts / "wse" / "wse_heatmap_C_obs.png").stat().st_size > 1000
     assert (settings.artifacts / "wse" / "wse_pareto_C_adj.png").exists()
-    for name in ("wse_family_models", "wse_full_horizon", "wse_cost_coverage", "wse_precursor_origins"):
+    for name in ("wse_family_models", "wse_full_horizon", "wse_cost_coverage", "wse_precursor_origins",
+                 # the appendix figures, each on its asset (issue 22)
+                 "wse_fig7", "wse_fig9", "wse_fig11", "wse_fig12", "wse_fig13", "wse_fig14", "wse_fig15"):
         assert (settings.artifacts / "wse" / f"{name}.png").stat().st_size > 1000, name
     hv = wh.query("SELECT statistic, value, n FROM wse_human_validation WHERE statistic = 'accuracy'")
     assert (hv["value"].item(), hv["n"].item()) == (0.5, 2)     # labels: one agrees, one does not
