@@ -289,12 +289,18 @@ ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_G DOUBLE;
 -- App. B.5: agreement of the judge panels with human labels (wse.human_labels CSV files).
 CREATE TABLE IF NOT EXISTS wse_human_validation (
     study                        VARCHAR,   -- consistency | richness
-    statistic                    VARCHAR,   -- accuracy | balanced_accuracy | mae_R | pearson_r_R | qwk_<dim> | within_one_pct_<dim>
+    statistic                    VARCHAR,   -- accuracy | balanced_accuracy | mae_R | pearson_r_R | bias_R | mae_R_judge_<m> | qwk_<dim> | within_one_pct_<dim> | one_vs_rest_<cat>
     value                        DOUBLE,
     n                            BIGINT,    -- labels matched to a panel verdict / score
     n_unmatched                  BIGINT,    -- labels without a binary panel verdict or richness score
-    judge_config_id              VARCHAR
+    judge_config_id              VARCHAR,
+    value_lo                     DOUBLE,    -- 95 % bootstrap interval (labels resampled)
+    value_hi                     DOUBLE,
+    labels                       VARCHAR    -- where the labels came from (the shipped example says so)
 );
+ALTER TABLE wse_human_validation ADD COLUMN IF NOT EXISTS value_lo DOUBLE;
+ALTER TABLE wse_human_validation ADD COLUMN IF NOT EXISTS value_hi DOUBLE;
+ALTER TABLE wse_human_validation ADD COLUMN IF NOT EXISTS labels VARCHAR;
 
 -- Warehouses created before these columns (final tables are rebuilt whole; BY NAME inserts).
 ALTER TABLE wse_cell_metrics ADD COLUMN IF NOT EXISTS R_unweighted DOUBLE;   -- R is step-weighted since issue 22

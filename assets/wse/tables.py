@@ -323,8 +323,10 @@ def build_more() -> list:
         params = T.TableParams.from_settings(s)
         frame, info = _frame(wh, params)
         folder, (cons, rich) = _labels(s)
+        note = ("shipped example labels (written for the demo, not real annotations)" if folder == EXAMPLE_LABELS
+                else str(folder))
         df = T.human_validation(cons, rich, wh.query("SELECT * FROM wse_consistency_steps"), frame,
-                                wh.query("SELECT * FROM wse_richness_verdicts"), info)
+                                wh.query("SELECT * FROM wse_richness_verdicts"), info, labels=note)
         return write_table(wh, "wse_human_validation", df, extra_metadata={"labels": str(folder)})
 
     return [wse_failure_kinds, wse_judge_agreement, wse_richness_agreement, wse_precursor_audit,

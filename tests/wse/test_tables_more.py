@@ -339,6 +339,39 @@ def test_human_validation_table_by_hand():
     assert _one(hv, statistic="within_one_pct_event_diversity")["value"] == 50.0
 
 
+def test_human_validation_per_trajectory_with_intervals_bias_single_judges_and_weights():
+    """App. B.5 as the paper reports it: trajectory labels (its 120 trajectories) against the panel's
+    trajectory verdict, Fig. 8b's one-vs-rest agreement per inconsistency type, 95 % intervals,
+    judge bias, single judge vs panel median, design weights on κ and within-one, and where the
+    labels came from."""
+    up = upstream()
+    frame, info = _frame(up)
+    cons = pl.DataFrame({"model": ["m1"] * 5, "arch": ["B1", "B2", "B2", "B2", "B1+WMEM"],
+                         "seed_id": ["s2", "s3", "s1", "s2", "s2"], "step": [None] * 5,
+                         "label": ["inconsistent", "consistent", "consistent", "inconsistent", "inconsistent"],
+                         "category": ["temporal", None, None, "temporal", "identity"],
+                         "weight": [1.0, 2.0, 1.0, 1.0, 1.0]}, schema_overrides={"step": pl.Int64})
+    rich = pl.DataFrame({"model": ["m1", "m1"], "arch": ["B1", "B1"], "seed_id": ["s2", "s1"],
+                         "n_units_non_repetitive": [12, 0], "rating_event_diversity": [3, 1],
+                         "rating_character_change": [3, 1], "rating_world_expansion": [3, 1], "weight": [3.0, 1.0]})
+    hv = T.human_validation(cons, rich, up["wse_consistency_steps"], frame, up["wse_richness_verdicts"], info,
+                            labels="shipped example labels")
+    acc = _one(hv, study="consistency_trajectory", statistic="accuracy")
+    # B2 s2 was censored (no trajectory verdict): unmatched; the rest: 1 + 0·2 + 1 + 1 of weight 5
+    assert (acc["n"], acc["n_unmatched"]) == (4, 1) and acc["value"] == pytest.approx(3 / 5)
+    assert acc["value_lo"] is not None and acc["value_lo"] <= acc["value"] <= acc["value_hi"]
+    assert _one(hv, statistic="one_vs_rest_temporal")["value"] == pytest.approx(3 / 5)
+    assert _one(hv, statistic="one_vs_rest_identity")["value"] == pytest.approx(4 / 5)
+    # richness, design-weighted: s2 (weight 3) human = panel = R70; s1 (weight 1) human 0 vs panel 100
+    assert _one(hv, statistic="bias_R")["value"] == pytest.approx(100 / 4)
+    assert _one(hv, statistic="mae_R")["value"] == pytest.approx(100 / 4)
+    # single judges: judge 0 rated s1 5/5/5 (R 100), judge 2 rated it 1/1/1 (R 0) = the human
+    assert _one(hv, statistic="mae_R_judge_0")["value"] == pytest.approx(100 / 4)
+    assert _one(hv, statistic="mae_R_judge_2")["value"] == pytest.approx(0.0)
+    assert _one(hv, statistic="within_one_pct_event_diversity")["value"] == pytest.approx(75.0)   # weighted
+    assert set(hv["labels"].to_list()) == {"shipped example labels"}
+
+
 def test_shipped_example_labels_are_readable():
     from pathlib import Path
 

@@ -68,7 +68,7 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "tokens_per_step": _F, "G": _F, "delta_tokens_per_trajectory": _F, "delta_cost_per_trajectory": _F,
         "delta_G": _F, "pct_tokens_per_trajectory": _F, "pct_cost_per_trajectory": _F, "pct_G": _F},
     "wse_human_validation": {"study": _S, "statistic": _S, "value": _F, "n": _I, "n_unmatched": _I,
-                             "judge_config_id": _S},
+                             "judge_config_id": _S, "value_lo": _F, "value_hi": _F, "labels": _S},
 }
 
 
