@@ -54,3 +54,19 @@ def test_fig11_bars_are_the_within_model_percentage_changes():
     import matplotlib.image as mpimg
     img = mpimg.imread(io.BytesIO(F.fig11_png(costs)), format="png")
     assert img.shape[0] > 100 and img.shape[1] > 300
+
+
+def test_figures_draw_missing_values_as_gaps():
+    """A model without R (every richness verdict failed, as in the demo) or a contrast without a
+    value is a gap in the figure, never a failed asset."""
+    up = _two_models()
+    frame, info = _frame(up)
+    h = info["horizon"]
+    cells = T.cell_metrics(frame, info).with_columns(
+        R=pl.when(pl.col("model") == "m2").then(None).otherwise(pl.col("R")))
+    assert F.fig14_png(cells, frame, h, pl.DataFrame(), {"m1": (3.0, "q"), "m2": (7.0, "q")}).startswith(PNG)
+    sf = T.source_family_pooled(frame, info, T.TableParams(bootstrap_draws=20)).with_columns(
+        C_obs=pl.when(pl.col("dropped_world") == "w1").then(None).otherwise(pl.col("C_obs")))
+    assert F.fig15_png(sf).startswith(PNG)
+    sens = T.horizon_sensitivity(frame, info, PARAMS).with_columns(G_h=pl.lit(None, pl.Float64))
+    assert F.fig9_png(frame, h, {"all": ["m1", "m2"]}, sens).startswith(PNG)

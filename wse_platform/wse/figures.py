@@ -20,6 +20,11 @@ from wse_platform.wse.plots import _png, _subplots
 MIN_AT_RISK = 30   # Figs. 13 / 14: fewer trajectories at risk are drawn dotted / as open markers
 
 
+def _num(v) -> float:
+    """A table value for plotting: NULL becomes NaN (a gap, not an error)."""
+    return float("nan") if v is None else float(v)
+
+
 def _pareto_counts(cells: pl.DataFrame, axis: str) -> tuple[set, set]:
     ok = cells.filter(pl.col(axis).is_not_null() & pl.col("R").is_not_null() & pl.col(axis).is_not_nan())
     keys = list(ok.select("model", "arch").iter_rows())
@@ -93,8 +98,9 @@ def fig9_png(frame: pl.DataFrame, horizon: int, groups: Mapping[str, Sequence[st
         rows = sensitivity.filter(pl.col("scope") == scope)
         for label in sorted({g or "all" for g in rows["model_group"].to_list()}):
             g = rows.filter(pl.col("model_group").fill_null("all") == label).sort("h")
-            axes[3].plot(g["h"].to_list(), g["G_h"].to_list(), "o-", label=f"{label} G_h")
-            axes[3].plot(g["h"].to_list(), g["C_obs_h"].to_list(), "s--", label=f"{label} C_obs(h)")
+            axes[3].plot(g["h"].to_list(), [_num(v) for v in g["G_h"].to_list()], "o-", label=f"{label} G_h")
+            axes[3].plot(g["h"].to_list(), [_num(v) for v in g["C_obs_h"].to_list()], "s--",
+                         label=f"{label} C_obs(h)")
     titles = ("(a) generation P(L ≥ t)", "(b) contradiction-free S(t)", "(c) first contradictions by step",
               "(d) summaries at h")
     for ax, title in zip(axes, titles):
@@ -205,6 +211,8 @@ def fig14_png(cells: pl.DataFrame, frame: pl.DataFrame, horizon: int, fits: pl.D
         return _png(fig)
     for ax, metric in zip(axes, ("G", "C_obs", "R")):
         for m, p, r in pts:
+            if r[metric] is None or np.isnan(r[metric]):
+                continue   # no value for this model (e.g. every richness verdict failed)
             g = frame.filter(pl.col("model") == m)
             y = _survival_curves(g, horizon)[2] if g.height else np.zeros(horizon)
             open_marker = y[-1] < MIN_AT_RISK
@@ -231,7 +239,7 @@ def fig15_png(source_family: pl.DataFrame) -> bytes:
     plays = sorted(rows["dropped_world"].unique().to_list())
     for i, contrast in enumerate(sorted(rows["contrast"].unique().to_list())):
         sub = {r["dropped_world"]: r["C_obs"] for r in rows.filter(pl.col("contrast") == contrast).iter_rows(named=True)}
-        ax.plot(np.arange(len(plays)) + 0.15 * i, [sub.get(p, np.nan) for p in plays], "o", label=contrast)
+        ax.plot(np.arange(len(plays)) + 0.15 * i, [_num(sub.get(p)) for p in plays], "o", label=contrast)
         base = full.filter(pl.col("contrast") == contrast)
         if base.height and base["C_obs"][0] is not None:
             ax.axhline(base["C_obs"][0], ls="--", lw=0.8, color=ax.lines[-1].get_color())
