@@ -80,6 +80,9 @@ ALTER TABLE endings_stories ADD COLUMN IF NOT EXISTS metadata_json VARCHAR;
 -- different seeds and never overwrite each other: (set_key, story_id, position, sample_index, repeat).
 ALTER TABLE endings_predictions ADD COLUMN IF NOT EXISTS "repeat" INTEGER DEFAULT 0;
 ALTER TABLE endings_verdicts ADD COLUMN IF NOT EXISTS "repeat" INTEGER DEFAULT 0;
+-- sample_error: one sample of an answered forecast request was empty or malformed (its kind, e.g.
+-- empty_output); the row keeps the text as given and its verdict is N (the paper's rule), no judge call.
+ALTER TABLE endings_predictions ADD COLUMN IF NOT EXISTS sample_error VARCHAR;
 
 -- One rubric judgement of one story (EQ-Bench-style criteria, wse_platform/endings/rubric.yaml):
 -- per-criterion scores as JSON and the 0-100 overall score (negative criteria inverted).

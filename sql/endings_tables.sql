@@ -187,6 +187,12 @@ CREATE TABLE IF NOT EXISTS endings_rubric_contrasts (
     spearman_rubric_vs_mean_no_rate DOUBLE
 );
 
+-- ±95 % CI half-widths (1.96·s/√n over stories) of the contrast's means (paper Table 4).
+ALTER TABLE endings_rubric_contrasts ADD COLUMN IF NOT EXISTS rubric_overall_ci95 DOUBLE;
+ALTER TABLE endings_rubric_contrasts ADD COLUMN IF NOT EXISTS rubric_tension8_ci95 DOUBLE;
+ALTER TABLE endings_rubric_contrasts ADD COLUMN IF NOT EXISTS mean_no_rate_ci95 DOUBLE;
+ALTER TABLE endings_rubric_contrasts ADD COLUMN IF NOT EXISTS late_no_rate_ci95 DOUBLE;
+
 -- Table 3's "EQ-Bench n": kept stories inside the rubric's length band, and how many were scored
 -- (NULL when the rubric judge is off or has not scored the set).
 ALTER TABLE endings_corpus_summary ADD COLUMN IF NOT EXISTS n_rubric_band BIGINT;

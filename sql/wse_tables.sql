@@ -14,8 +14,8 @@ CREATE TABLE IF NOT EXISTS wse_cell_metrics (
     G                            DOUBLE,    -- generation coverage
     C_obs                        DOUBLE,    -- KM consistency, last estimable value carried forward; NULL if no step observed
     C_adj                        DOUBLE,    -- KM consistency credited only where trajectories are at risk
-    R                            DOUBLE,    -- mean over trajectories with L_i >= 1 of the median judge R
-    R_weighted                   DOUBLE,    -- the same R weighted by observed steps L_i (App. B.6)
+    R                            DOUBLE,    -- Σ L_i·R_i / Σ L_i over trajectories with L_i >= 1 (R_i: median judge R; App. B.6)
+    R_unweighted                 DOUBLE,    -- the plain mean of R_i over the same trajectories
     n_richness                   BIGINT,    -- trajectories contributing to R
     n_richness_judge_failures    BIGINT,    -- richness judge outputs that stayed invalid
     n_contradictions             BIGINT,    -- observed first contradictions
@@ -237,8 +237,14 @@ CREATE TABLE IF NOT EXISTS wse_precursor_audit (
     pct                          DOUBLE,
     n_persisted                  BIGINT,
     n_trajectories               BIGINT,
-    judge_config_id              VARCHAR
+    judge_config_id              VARCHAR,
+    ca_precursor                 BOOLEAN,   -- trajectory: a strong Character-Agent match in any vote (App. C)
+    ca_through_world_model       BOOLEAN,   -- ... whose claim also matches the World Model plan then or later
+    world_model_only             BOOLEAN    -- a World Model match and no Character-Agent match
 );
+ALTER TABLE wse_precursor_audit ADD COLUMN IF NOT EXISTS ca_precursor BOOLEAN;
+ALTER TABLE wse_precursor_audit ADD COLUMN IF NOT EXISTS ca_through_world_model BOOLEAN;
+ALTER TABLE wse_precursor_audit ADD COLUMN IF NOT EXISTS world_model_only BOOLEAN;
 
 -- App. C.3: contrasts over seed-paired trajectories that both reach the horizon with valid scores.
 CREATE TABLE IF NOT EXISTS wse_full_horizon_contrasts (
@@ -271,21 +277,33 @@ CREATE TABLE IF NOT EXISTS wse_cost_contrasts (
     G                            DOUBLE,
     delta_tokens_per_trajectory  DOUBLE,
     delta_cost_per_trajectory    DOUBLE,
-    delta_G                      DOUBLE
+    delta_G                      DOUBLE,
+    pct_tokens_per_trajectory    DOUBLE,    -- Fig. 11: within-model % change, mean over pairs then models
+    pct_cost_per_trajectory      DOUBLE,
+    pct_G                        DOUBLE
 );
+ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_tokens_per_trajectory DOUBLE;
+ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_cost_per_trajectory DOUBLE;
+ALTER TABLE wse_cost_contrasts ADD COLUMN IF NOT EXISTS pct_G DOUBLE;
 
 -- App. B.5: agreement of the judge panels with human labels (wse.human_labels CSV files).
 CREATE TABLE IF NOT EXISTS wse_human_validation (
     study                        VARCHAR,   -- consistency | richness
-    statistic                    VARCHAR,   -- accuracy | balanced_accuracy | mae_R | pearson_r_R | qwk_<dim> | within_one_pct_<dim>
+    statistic                    VARCHAR,   -- accuracy | balanced_accuracy | mae_R | pearson_r_R | bias_R | mae_R_judge_<m> | qwk_<dim> | within_one_pct_<dim> | one_vs_rest_<cat>
     value                        DOUBLE,
     n                            BIGINT,    -- labels matched to a panel verdict / score
     n_unmatched                  BIGINT,    -- labels without a binary panel verdict or richness score
-    judge_config_id              VARCHAR
+    judge_config_id              VARCHAR,
+    value_lo                     DOUBLE,    -- 95 % bootstrap interval (labels resampled)
+    value_hi                     DOUBLE,
+    labels                       VARCHAR    -- where the labels came from (the shipped example says so)
 );
+ALTER TABLE wse_human_validation ADD COLUMN IF NOT EXISTS value_lo DOUBLE;
+ALTER TABLE wse_human_validation ADD COLUMN IF NOT EXISTS value_hi DOUBLE;
+ALTER TABLE wse_human_validation ADD COLUMN IF NOT EXISTS labels VARCHAR;
 
 -- Warehouses created before these columns (final tables are rebuilt whole; BY NAME inserts).
-ALTER TABLE wse_cell_metrics ADD COLUMN IF NOT EXISTS R_weighted DOUBLE;
+ALTER TABLE wse_cell_metrics ADD COLUMN IF NOT EXISTS R_unweighted DOUBLE;   -- R is step-weighted since issue 22
 ALTER TABLE wse_pareto ADD COLUMN IF NOT EXISTS panel VARCHAR;
 ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS model VARCHAR;
 ALTER TABLE wse_source_family ADD COLUMN IF NOT EXISTS mean_first_contradiction_step DOUBLE;

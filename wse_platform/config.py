@@ -300,7 +300,6 @@ class WSEConfig(_Strict):
     richness_judges: JudgePanel | None = None
     budgets: dict[str, int] = Field(default_factory=lambda: dict(WSE_ROLE_BUDGETS))  # role -> max_tokens
     model_groups: dict[str, list[str]] = Field(default_factory=dict)
-    construction_model: str | None = None  # optional model for openings; must not be evaluated
     sampling: Sampling = Field(default_factory=Sampling)
     human_labels: str | None = None   # folder with the human validation CSVs (App. B.5)
 
@@ -309,6 +308,9 @@ class WSEConfig(_Strict):
     def _panels(cls, raw: Any) -> Any:
         if isinstance(raw, dict):
             raw = dict(raw)
+            if "construction_model" in raw:   # removed (issue 22): nothing used it
+                raise ValueError("construction_model was removed: openings and initial actions are built from "
+                                 "per-language templates without any model (paper §3.1); delete the key")
             for role in ("consistency_judge", "richness_judge"):
                 _panel_input(raw, role)
         return raw
@@ -449,6 +451,8 @@ class EndingsConfig(_Strict):
     # steps to drop per pipeline (ablation), e.g. {beats: [plan]} or {warmup_beats: [adapt]}
     ablate: dict[str, list[str]] = Field(default_factory=dict)
     corpora: list[CorpusConfig] = Field(default_factory=list)
+    # Table 2's reference rows: these corpora by name, in order (None: every measured corpus)
+    reference_corpora: list[str] | None = None
     ideas_file: str | None = None
     min_words: NonNegativeInt = 500
     max_words: PositiveInt = 5000
@@ -487,6 +491,15 @@ class EndingsConfig(_Strict):
             if bad:
                 raise ValueError(f"{pipeline}: cannot ablate {sorted(bad)} (ablatable: {sorted(ablatable)})")
         return v
+
+    @model_validator(mode="after")
+    def _known_reference_corpora(self) -> "EndingsConfig":
+        names = [c.name for c in self.corpora]
+        bad = [n for n in self.reference_corpora or [] if n not in names]
+        if bad:
+            raise ValueError(f"endings.reference_corpora: unknown corpus name(s) {bad}; "
+                             f"configured corpora (endings.corpora[].name): {names}")
+        return self
 
     @property
     def same_model_judge(self) -> bool:
@@ -538,10 +551,6 @@ class Settings(_Strict):
             panel = getattr(self.wse, role)
             for i, member in enumerate(panel.members if panel is not None else []):
                 need(f"wse.{role}[{i}].model", member.model)
-        need("wse.construction_model", self.wse.construction_model)
-        if self.wse.construction_model and self.wse.construction_model in self.wse.models:
-            errors.append("wse.construction_model: must not be one of the evaluated wse.models "
-                          f"({self.wse.construction_model!r})")
         for group, members in self.wse.model_groups.items():
             for i, m in enumerate(members):
                 if m not in self.wse.models:
@@ -581,7 +590,18 @@ class Settings(_Strict):
                                   "(set endings.allow_same_model: true to accept it)")
         if errors:
             raise ValueError("; ".join(errors))
+        self._endings_thinking_off()
         return self
+
+    def _endings_thinking_off(self) -> None:
+        """100-Endings runs every model without thinking (forecaster App. C.4, judge C.5, story
+        pipeline D.1 / Table 8): a litellm / vLLM model of those roles whose config leaves
+        `reasoning` unset gets `off` (an explicit `reasoning:` is kept)."""
+        e = self.endings
+        for name in sorted({e.forecaster, e.judge, *e.generators} - {None}):
+            m = self.models.get(name)
+            if m is not None and m.reasoning is None and m.backend in ("litellm", "vllm"):
+                self.models[name] = m.model_copy(update={"reasoning": "off"})
 
     # ---- convenience -------------------------------------------------
     def model(self, name: str) -> ModelConfig:

@@ -32,7 +32,7 @@ POSITIONS_SCHEMA = {
 PREDICTIONS_SCHEMA = {
     "story_id": pl.Utf8, "set_key": pl.Utf8, "position": pl.Int64, "sample_index": pl.Int64,
     "prediction": pl.Utf8, "forecaster_model": pl.Utf8, "llm_call_id": pl.Utf8, "failure_json": pl.Utf8,
-    "repeat": pl.Int64,
+    "repeat": pl.Int64, "sample_error": pl.Utf8,
 }
 VERDICTS_SCHEMA = {
     "story_id": pl.Utf8, "set_key": pl.Utf8, "position": pl.Int64, "sample_index": pl.Int64,

@@ -88,7 +88,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                    settings: SettingsResource) -> MaterializeResult:
             wh = warehouse.get()
             st = wh.query("SELECT * FROM endings_story_tension")
-            df = builder(st, wh.query("SELECT * FROM endings_rubric_scores")) if with_rubric else builder(st)
+            df = builder(st, wh.query("SELECT * FROM endings_rubric_scores"),
+                         settings.get().endings.reference_corpora) if with_rubric else builder(st)
             plots = plot_corpus_bars(df, settings.get().artifacts / "endings" / "bars") if bars else None
             return write_table(wh, name, df, plots=plots, settings=settings.get(), extra_metadata=_same_model_note(df))
         return _table
@@ -106,8 +107,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         _group_asset("endings_pipeline_effect", T.build_pipeline_effect,
                      "Paper Table 2: per generator model × pipeline (× judge configuration): n, rubric score, "
                      f"the tension metrics, each as a {ci}, and every metric's difference from the same "
-                     "model's vanilla pipeline; plus reference rows (top human corpus, all vanilla stories "
-                     "pooled).", extra_deps=rubric_dep, with_rubric=True),
+                     "model's vanilla pipeline; plus reference rows (all vanilla stories pooled; each corpus "
+                     "named in `endings.reference_corpora`, default every measured corpus, by name).", extra_deps=rubric_dep, with_rubric=True),
         _group_asset("endings_length_buckets", T.build_length_buckets,
                      "Paper Table 9 (length invariance): story mean no-rate by word-count bucket "
                      "(<2k, 2–3k, 3–4k, 4–5k words) per corpus / generated set (never pooled): n, "

@@ -42,7 +42,7 @@ def cell_trajectories(wh, model: str, arch: str):
     if not trajs.height:
         raise ValueError(f"wse_trajectories has no rows for model={model!r}, arch={arch!r}: "
                          "materialize wse_trajectory_steps for this cell first")
-    steps = wh.query("SELECT seed_id, step, player_option, narrative FROM wse_trajectory_steps "
+    steps = wh.query("SELECT seed_id, step, player_option, narrative, new_day FROM wse_trajectory_steps "
                      "WHERE model = ? AND arch = ?", [model, arch])
     seeds = {s.seed_id: s for s in stored_seeds(wh)}
     return judged_trajectories(steps, trajs, seeds), trajs

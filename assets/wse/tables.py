@@ -15,6 +15,7 @@ from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
 from wse_platform.wse import tables as T
+from wse_platform.wse import figures as F
 from wse_platform.wse.plots import (
     cost_coverage_png,
     family_models_png,
@@ -105,6 +106,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         cells = wh.query("SELECT * FROM wse_cell_metrics")
         df = T.pareto_table(cells, T.TableParams.from_settings(s))
         plots = {f"pareto_{a}": _save(s, f"wse_pareto_{a}", pareto_png(cells, a)) for a in ("C_adj", "C_obs")}
+        plots["fig7_c_obs_vs_c_adj"] = _save(s, "wse_fig7", F.fig7_png(cells))
         return write_table(wh, "wse_pareto", df, plots=plots, settings=s)
 
     @asset(name="wse_scaling_fit", **_kw(
@@ -119,9 +121,14 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         wh = warehouse.get()
         params = T.TableParams.from_settings(settings.get())
         frame, info = _frame(wh, params)
-        df, note = T.scaling_fit(wh.query("SELECT * FROM wse_cell_metrics"), params,
-                                 T.model_pooled_consistency(frame, info))
-        return write_table(wh, "wse_scaling_fit", df, extra_metadata={"note": note or "fitted"})
+        cells = wh.query("SELECT * FROM wse_cell_metrics")
+        df, note = T.scaling_fit(cells, params, T.model_pooled_consistency(frame, info))
+        s = settings.get()
+        plots = {"fig13_survival": _save(s, "wse_fig13", F.fig13_png(frame, info["horizon"])),
+                 "fig14_scaling": _save(s, "wse_fig14", F.fig14_png(cells, frame, info["horizon"], df,
+                                                                    params.model_params))}
+        return write_table(wh, "wse_scaling_fit", df, plots=plots, settings=s,
+                           extra_metadata={"note": note or "fitted"})
 
     @asset(name="wse_source_family", **_kw(
         "Paper Table 7 by source family (DraCor, ITP, Smallville): C_obs and C_adj (cell averages, models "
@@ -141,7 +148,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         df = T.source_family_table(frame, info, params, steps)
         s = settings.get()
         return write_table(wh, "wse_source_family", df,
-                           plots={"family_models": _save(s, "wse_family_models", family_models_png(df))}, settings=s)
+                           plots={"family_models": _save(s, "wse_family_models", family_models_png(df)),
+                                  "fig15_leave_one_play_out": _save(s, "wse_fig15", F.fig15_png(df))}, settings=s)
 
     @asset(name="wse_horizon_sensitivity", **_kw(
         "G_h, C_obs(h) and C_adj(h) recomputed from the same trajectories truncated at h = 5, 10, 15, 20 "
@@ -153,7 +161,11 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         wh = warehouse.get()
         params = T.TableParams.from_settings(settings.get())
         frame, info = _frame(wh, params)
-        return write_table(wh, "wse_horizon_sensitivity", T.horizon_sensitivity(frame, info, params))
+        df = T.horizon_sensitivity(frame, info, params)
+        s = settings.get()
+        groups = params.groups(frame["model"].unique().to_list())
+        return write_table(wh, "wse_horizon_sensitivity", df, settings=s, plots={
+            "fig9_horizon": _save(s, "wse_fig9", F.fig9_png(frame, info["horizon"], groups, df))})
 
     @asset(name="wse_first_violations", **_kw(
         "At each trajectory's first contradiction: table_kind=category — the violation category agreed by "
@@ -178,10 +190,12 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         [AssetKey("wse_trajectories")], METRIC_CODE))
     def wse_generation_failures(context: AssetExecutionContext, warehouse: WarehouseResource,
                                 settings: SettingsResource) -> MaterializeResult:
-        wh = warehouse.get()
-        return write_table(wh, "wse_generation_failures",
-                           T.generation_failures(wh.query("SELECT * FROM wse_trajectories"),
-                                                 T.TableParams.from_settings(settings.get())))
+        wh, s = warehouse.get(), settings.get()
+        trajs = wh.query("SELECT * FROM wse_trajectories")
+        df = T.generation_failures(trajs, T.TableParams.from_settings(s))
+        h = int(trajs["horizon"].max()) if trajs.height else 0
+        return write_table(wh, "wse_generation_failures", df, settings=s, plots={
+            "fig12_generation_outcomes": _save(s, "wse_fig12", F.fig12_png(trajs, h))})
 
     return [wse_cell_metrics, wse_architecture_contrasts, wse_pareto, wse_scaling_fit, wse_source_family,
             wse_horizon_sensitivity, wse_first_violations, wse_generation_failures, *build_more()]
@@ -203,16 +217,19 @@ def build_more() -> list:
         "Failures per role and error kind (invalid_json, schema_violation, truncated = cut by the token "
         "budget, backend_error ...). source=outputs: outputs recorded as failures after all retries "
         "(generation steps and judge votes), overall / per model group / per model; source=attempts: invalid "
-        "attempts in llm_calls with n_length_cut (finish reason length).",
+        "attempts in llm_calls with n_length_cut (finish reason length); source=warnings: outputs kept although "
+        "they pass a limit the paper does not state (> 16 memory operations, a plan beat depending on a later "
+        "beat, > 80 richness units).",
         [AssetKey("wse_trajectory_steps"), *VOTE_DEPS, AssetKey("wse_richness_verdicts")], METRIC_CODE))
     def wse_failure_kinds(context: AssetExecutionContext, warehouse: WarehouseResource,
                           settings: SettingsResource) -> MaterializeResult:
         wh = warehouse.get()
         df = T.failure_kinds(
-            wh.query("SELECT model, arch, seed_id, step, failure_component, failure_json FROM wse_trajectory_steps "
-                     "WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT model, arch, seed_id, step, failure_component, failure_json, plan_json, "
+                     "memory_delta_json FROM wse_trajectory_steps WHERE failure_json IS NOT NULL "
+                     "OR plan_json IS NOT NULL OR memory_delta_json IS NOT NULL"),
             wh.query("SELECT model, failure_json FROM wse_consistency_verdicts WHERE failure_json IS NOT NULL"),
-            wh.query("SELECT model, failure_json FROM wse_richness_verdicts WHERE failure_json IS NOT NULL"),
+            wh.query("SELECT model, failure_json, units_json FROM wse_richness_verdicts"),
             wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%' AND NOT coalesce(valid, FALSE)"),
             T.TableParams.from_settings(settings.get()))
         cut = df.filter((pl.col("error_kind") == "truncated") & (pl.col("scope") == "all")
@@ -282,14 +299,16 @@ def build_more() -> list:
     @asset(name="wse_cost_contrasts", **_kw(
         "Fig. 11: generation cost next to coverage from llm_calls (judge calls excluded): row_kind=cell "
         "(tokens and cost per trajectory and per observed step, G) and row_kind=contrast (the architecture "
-        "contrasts of tokens, cost and G; per model and per model group). Plot: tokens against G.",
+        "contrasts of tokens, cost and G, also as within-model % changes; per model and per model group). "
+        "Plots: tokens against G; Fig. 11's bars of % changes.",
         [AssetKey("wse_cell_metrics")], (*METRIC_CODE, "wse_platform/wse/plots.py", "wse_platform/plotting.py")))
     def wse_cost_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
                            settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()
         df = T.cost_contrasts(wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%'"),
                               wh.query("SELECT * FROM wse_cell_metrics"), T.TableParams.from_settings(s))
-        plots = {"cost_coverage": _save(s, "wse_cost_coverage", cost_coverage_png(df))} if df.height else {}
+        plots = {"cost_coverage": _save(s, "wse_cost_coverage", cost_coverage_png(df)),
+                 "fig11_pct_changes": _save(s, "wse_fig11", F.fig11_png(df))} if df.height else {}
         return write_table(wh, "wse_cost_contrasts", df, plots=plots, settings=s)
 
     @asset(name="wse_human_validation", **_kw(
@@ -304,8 +323,10 @@ def build_more() -> list:
         params = T.TableParams.from_settings(s)
         frame, info = _frame(wh, params)
         folder, (cons, rich) = _labels(s)
+        note = ("shipped example labels (written for the demo, not real annotations)" if folder == EXAMPLE_LABELS
+                else str(folder))
         df = T.human_validation(cons, rich, wh.query("SELECT * FROM wse_consistency_steps"), frame,
-                                wh.query("SELECT * FROM wse_richness_verdicts"), info)
+                                wh.query("SELECT * FROM wse_richness_verdicts"), info, labels=note)
         return write_table(wh, "wse_human_validation", df, extra_metadata={"labels": str(folder)})
 
     return [wse_failure_kinds, wse_judge_agreement, wse_richness_agreement, wse_precursor_audit,

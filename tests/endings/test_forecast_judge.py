@@ -93,7 +93,7 @@ def test_judge_prompt_is_anchored_in_both_blocks_and_continuation_truncated(tmp_
     req = judge_request(story, 2, 0, 0, "Mara finds the boat.", "j", _settings(tmp_path).endings.judge_sampling)
     system, user = req.messages[0]["content"], req.messages[-1]["content"]
     # the leniency rule of the system prompt
-    assert "small details" in system and "order of events" in system and "core outcome" in system
+    assert "small details" in system and "order of events" in system
     assert "fundamentally different" in system
     cont = user.split("[CONTINUATION STARTS]\n", 1)[1].split("\n[CONTINUATION ENDS]", 1)[0]
     pred = user.split("[PREDICTION STARTS]\n", 1)[1].split("\n[PREDICTION ENDS]", 1)[0]
@@ -111,6 +111,23 @@ def test_judge_prompt_is_anchored_in_both_blocks_and_continuation_truncated(tmp_
     constrained = judge_request(story, 2, 0, 0, "x", "j", _settings(tmp_path).endings.judge_sampling,
                                 constrained=True)
     assert constrained.choices == ["Y", "N"]
+
+
+def test_judge_prompt_states_the_lenient_either_or_rule_and_nothing_stricter(tmp_path):
+    """Appendix C.5: Y when ANY of same characters / similar events / matching emotional arc holds;
+    details, wording, order do not matter; N only for a fundamentally different outcome. No clause
+    asking for the outcome itself to match (stricter than the paper, it lowers every Y-rate)."""
+    story = SplitStory.of("s", TEXT)
+    req = judge_request(story, 2, 0, 0, "Mara finds the boat.", "j", _settings(tmp_path).endings.judge_sampling)
+    system, user = req.messages[0]["content"], req.messages[-1]["content"]
+    # the either/or leniency: three alternatives joined by "or", each enough for Y
+    assert "the same characters take part, events of a similar kind happen, or the emotional arc is the same" \
+        in system
+    assert "Say N only when" in system and "say N only when" in user
+    assert "similar characters involved, similar kinds of events, or a matching emotional arc" in user
+    for text in (system, user):
+        low = text.lower()
+        assert "core outcome" not in low and "outcome matches" not in low and "what counts is" not in low
 
 
 def test_constrained_choice_is_opt_in_and_recorded_in_the_judge_id(tmp_path):
@@ -180,3 +197,49 @@ def test_prefix_reuse_share_hand_computed():
     assert common_prefix_len([1, 2, 3, 4], [1, 2, 9]) == 2
     with pytest.raises(ValueError):
         prefix_reuse_share([1, 2], [0])
+
+
+@pytest.mark.parametrize("model_seed", [None, 0, 1, 7])
+def test_repeats_never_share_a_seed_with_each_other_or_the_model_default(tmp_path, model_seed):
+    """Table 7: every repeat draws fresh endings and fresh verdicts. With a model default seed of 1
+    (and no role seed) repeat 0 runs with seed 1, so repeat 1 must not also run with seed 1 (that
+    request would be repeat 0's: a cache hit, and a standard deviation of zero)."""
+    models = {"f": {"backend": "litellm", "model_id": "openai/f", "sampling": {"seed": model_seed}},
+              "j": {"backend": "litellm", "model_id": "openai/j", "sampling": {"seed": model_seed}}}
+    settings = settings_from_dict({"cache_dir": str(tmp_path / "cache"), "models": models,
+                                   "endings": {"forecaster": "f", "judge": "j", "k": 2, "repeats": 3}})
+    story = SplitStory.of("s1", TEXT)
+    positions = compute_positions([story], "human:x", whitespace_token_count, 10, "f", "ws")
+    # the same two endings in every repeat: only the seed can tell the repeats' judge requests apart
+    client, fb, jb = _client(settings, {"endings.forecast": lambda call: ["End A.", "End B."]})
+    preds = run_forecasts(client, [story], positions, "human:x", "f", 2, settings.endings.forecast_sampling,
+                          repeats=3)
+    assert fb.n_calls == 3 * len(positions)                  # no repeat was answered from another's cache entry
+    assert len({c.seed for c in fb.calls}) == fb.n_calls
+    verdicts = run_judging(client, [story], positions, preds, settings)
+    assert len(verdicts) == len(preds)
+    # a judge request per (position, sample) and repeat: repeats are distinct requests for the judge too
+    assert jb.n_calls == len(preds) and len({(c.seed, c.messages[-1]["content"]) for c in jb.calls}) == jb.n_calls
+
+
+def test_one_empty_prediction_among_k_is_an_n_of_that_sample_and_never_a_redraw(tmp_path):
+    """Appendix C.5: an empty or malformed answer counts as a rejection. One empty sample of an
+    n=K request neither fails the position nor makes the client redraw all K (which would favour
+    batches without empty answers); it is recorded on its own row."""
+    from wse_platform.endings.tables import build_no_rate
+    import polars as pl
+    settings = _settings(tmp_path)
+    story = SplitStory.of("s1", TEXT)
+    positions = compute_positions([story], "human:x", whitespace_token_count, 10, "f", "ws")
+    client, fb, jb = _client(settings, {"endings.forecast": lambda call: ["End A.", "   ", "<think>hmm", "End D."]})
+    preds = run_forecasts(client, [story], positions, "human:x", "f", 4, settings.endings.forecast_sampling)
+    assert fb.n_calls == len(positions) == 1                  # answered once: no retry of the whole batch
+    assert [p["sample_error"] for p in preds] == [None, "empty_output", "empty_output", None]
+    assert [p["prediction"] for p in preds] == ["End A.", "", "<think>hmm", "End D."]
+    assert all(p["failure_json"] is None for p in preds)
+    verdicts = run_judging(client, [story], positions, preds, settings)
+    assert jb.n_calls == 2                                     # only the two real predictions go to the judge
+    assert [v["verdict"] for v in verdicts] == ["Y", "N", "N", "Y"]
+    assert all(v["failure_json"] is None for v in verdicts)
+    nr = build_no_rate(pl.DataFrame(verdicts), pl.DataFrame(positions)).row(0, named=True)
+    assert (nr["n_samples"], nr["n_valid"], nr["n_yes"]) == (4, 4, 2) and nr["no_rate"] == pytest.approx(0.5)

@@ -160,6 +160,12 @@ def test_rubric_contrasts_and_spearman():
     assert by[("set", "gen:m:vanilla")]["n"] == 2                    # the out-of-band story is left out
     assert by[("pipeline", "m (vanilla)")]["rubric_overall"] == pytest.approx(85.0)
     assert by[("all", "all stories")]["n"] == 5
+    # Table 4's ±95 % CI: 1.96·s/√n over the group's stories (human overall 60, 50, 40: s = 10)
+    h = by[("set", "human:ny")]
+    assert h["rubric_overall_ci95"] == pytest.approx(1.96 * 10 / 3 ** 0.5)
+    assert h["rubric_tension8_ci95"] == pytest.approx(0.0)
+    assert h["mean_no_rate_ci95"] == pytest.approx(1.96 * 0.1 / 3 ** 0.5)
+    assert by[("pipeline", "m (vanilla)")]["rubric_overall_ci95"] == pytest.approx(0.0)
 
 
 def test_evaluators_must_not_share_a_model_id_with_a_generator(tmp_path):

@@ -136,12 +136,30 @@ def test_pipeline_effect_table2(built):
     assert b["delta_ir60_vs_vanilla"] == pytest.approx(b["ir60"] - v["ir60"])
     assert b["delta_late_no_rate_vs_vanilla"] is None         # no position ≥ 80 % in either
     assert b["rubric_overall"] is None and b["rubric_n"] == 0  # no rubric scores given
-    # reference rows in the same table: the top human corpus and the pooled vanilla stories
+    # reference rows in the same table: each measured corpus by name and the pooled vanilla stories
     refs = {r["label"]: r for r in p.filter(pl.col("row_kind") == "reference").iter_rows(named=True)}
-    assert set(refs) == {"top human corpus: pd", "all generators, vanilla (pooled)"}
-    assert refs["top human corpus: pd"]["mean_no_rate"] == pytest.approx(0.5625)
+    assert set(refs) == {"reference corpus: pd", "all generators, vanilla (pooled)"}
+    assert refs["reference corpus: pd"]["mean_no_rate"] == pytest.approx(0.5625)
     assert refs["all generators, vanilla (pooled)"]["n"] == 1
-    assert refs["top human corpus: pd"]["delta_mean_no_rate_vs_vanilla"] is None
+    assert refs["reference corpus: pd"]["delta_mean_no_rate_vs_vanilla"] is None
+
+
+def test_table2_reference_rows_are_the_configured_corpora_by_name_not_the_best_scoring(built):
+    """The paper's reference rows are named corpora (Top-10 LLMs, New Yorker), not "the human corpus
+    with the highest mean no-rate": a lower-scoring corpus named in the config is the row."""
+    st = built["story"]
+    low = st.filter(pl.col("set_key") == "human:pd").with_columns(
+        set_key=pl.lit("human:eqbench_top10"), corpus=pl.lit("eqbench_top10"), mean_no_rate=pl.lit(0.1))
+    both = pl.concat([st, low])
+    p = T.build_pipeline_effect(both, None, ["eqbench_top10", "new_yorker"])
+    refs = [r for r in p.iter_rows(named=True) if r["row_kind"] == "reference"]
+    assert [r["label"] for r in refs] == ["all generators, vanilla (pooled)", "reference corpus: eqbench_top10",
+                                          "reference corpus: new_yorker"]
+    assert refs[1]["mean_no_rate"] == pytest.approx(0.1) and refs[1]["n"] == 2
+    assert refs[2]["n"] == 0 and refs[2]["mean_no_rate"] is None      # named, not measured: an empty row
+    from wse_platform.config import ConfigError, settings_from_dict
+    with pytest.raises((ConfigError, ValueError), match="reference_corpora.*nope"):
+        settings_from_dict({"endings": {"corpora": [{"name": "a", "path": "x"}], "reference_corpora": ["nope"]}})
 
 
 def test_pipeline_effect_carries_the_rubric_score(built):
@@ -168,8 +186,9 @@ def test_length_buckets_table9(built):
 
 
 def test_length_bucket_edges_and_median():
-    assert [T.length_bucket(n)[0] for n in (0, 1999, 2000, 2999, 3000, 4000, 4999, 5000, 12000)] == [
-        "<2k", "<2k", "2-3k", "2-3k", "3-4k", "4-5k", "4-5k", ">=5k", ">=5k"]
+    # a 5,000-word story passes the 500-5,000 filter (inclusive) and lands in its last bucket, 4-5k
+    assert [T.length_bucket(n)[0] for n in (0, 1999, 2000, 2999, 3000, 4000, 4999, 5000, 5001, 12000)] == [
+        "<2k", "<2k", "2-3k", "2-3k", "3-4k", "4-5k", "4-5k", "4-5k", ">5k", ">5k"]
     st = pl.DataFrame([
         {"story_id": f"x{i}", "set_key": "human:c", "set_kind": "human", "judge_config_id": JUDGE,
          "n_words": 1500, "same_model_judge": False, "n_positions": 3, "mean_no_rate": v}

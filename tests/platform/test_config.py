@@ -63,10 +63,14 @@ def test_same_forecaster_and_judge_refused_unless_allowed():
     assert not settings_from_dict({"models": BASE_MODELS, "endings": {"forecaster": "m1", "judge": "m2"}}).endings.same_model_judge
 
 
-def test_construction_model_must_not_be_evaluated():
+def test_construction_model_is_removed_with_a_message_naming_why():
+    """Nothing used `wse.construction_model` (openings come from templates, no model): the key is gone,
+    and a config that still sets it is told so."""
+    from wse_platform.config import WSEConfig
+    assert "construction_model" not in WSEConfig.model_fields
     with pytest.raises(ConfigError) as err:
-        settings_from_dict({"models": BASE_MODELS, "wse": {"models": ["m1"], "construction_model": "m1"}})
-    assert "wse.construction_model" in str(err.value)
+        settings_from_dict({"models": BASE_MODELS, "wse": {"models": ["m1"], "construction_model": "m2"}})
+    assert "construction_model was removed" in str(err.value) and "templates" in str(err.value)
 
 
 def test_env_overrides_paths(tmp_path, monkeypatch):

@@ -280,7 +280,8 @@ def test_output_schema_rules():
         [{**beat, "source_intent_ids": ["nora"]}],                              # nothing traces to the player
         [{**beat, "source_intent_ids": ["player", "ghost"]}],                   # unknown intent id
         [beat, {**beat}],                                                       # duplicate beat id
-        [{**beat, "depends_on": ["b2"]}, {**beat, "beat_id": "b2"}],            # depends on a later beat
+        [{**beat, "depends_on": ["b9"]}, {**beat, "beat_id": "b2"}],            # depends on no beat of the plan
+        [{**beat, "depends_on": ["b1"]}],                                       # depends on itself
         [{**beat, "beat_id": f"b{i}"} for i in range(13)],                      # more than 12 beats
         [],
     ]

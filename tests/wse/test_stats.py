@@ -77,8 +77,9 @@ def test_cell_metrics_with_unit_weights_equal_the_metric_functions():
         c_obs, c_adj = consistency_scores(lengths, firsts, p.horizon, cens)
         assert got["C_obs"][0, c] == pytest.approx(c_obs, nan_ok=True)
         assert got["C_adj"][0, c] == pytest.approx(c_adj)
-        r = p.richness[rows, c][(lengths >= 1) & ~np.isnan(p.richness[rows, c])]
-        assert got["R"][0, c] == pytest.approx(r.mean())
+        ok = (lengths >= 1) & ~np.isnan(p.richness[rows, c])
+        r, w = p.richness[rows, c][ok], lengths[ok]
+        assert got["R"][0, c] == pytest.approx((r * w).sum() / w.sum())      # step-weighted (App. B.6)
 
 
 def test_weights_equal_repeating_trajectories():
@@ -154,3 +155,19 @@ def test_scaling_needs_three_models_and_positive_counts():
     assert fit_with_leave_one_out(["a", "b"], [1.0, 2.0], [1.0, 2.0]) == []
     with pytest.raises(ValueError, match="positive"):
         fit_log2([0.0, 1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+def test_bootstrap_richness_is_step_weighted_like_the_cell_table():
+    """R in every bootstrap draw (contrasts, intervals) is the paper's step-weighted cell Richness
+    Σ L_i·R_i / Σ L_i (App. B.6), the same R as wse_cell_metrics.R, Pareto and the heatmaps."""
+    units = ("u1", "u2", "u3")
+    present = np.ones((3, 1), bool)
+    length = np.array([[4.0], [1.0], [2.0]])
+    rich = np.array([[80.0], [20.0], [np.nan]])          # u3 has no richness score
+    nan = np.full((3, 1), np.nan)
+    panel = bs.TrajectoryPanel(units, (("m", "B1"),), 4, present, length, nan, nan, rich)
+    expected = (4 * 80 + 1 * 20) / 5                      # 68, not the plain mean 50
+    assert bs.cell_metrics_weighted(panel, np.ones((1, 3)))["R"][0, 0] == pytest.approx(expected)
+    assert bs.cell_metrics_loop(panel, np.ones(3))["R"][0] == pytest.approx(expected)
+    # a draw that takes u2 twice and u1 once: (4·80 + 2·1·20) / (4 + 2)
+    assert bs.cell_metrics_weighted(panel, np.array([[1.0, 2.0, 0.0]]))["R"][0, 0] == pytest.approx(360 / 6)

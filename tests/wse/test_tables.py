@@ -99,7 +99,9 @@ def test_cell_metrics_by_hand(built):
     assert b1["G"] == pytest.approx(200 / 3)
     assert b1["C_obs"] == pytest.approx(200 / 3) and b1["C_adj"] == pytest.approx(200 / 3)
     # R: medians 100 (5,5,1 judges -> 100,100,0), R70, 0 (one judge failed: median of 0,0), 100
-    assert b1["R"] == pytest.approx((100 + R70 + 0 + 100) / 4)
+    # weighted by observed steps L = 3, 3, 1, 1 (App. B.6); the plain mean is R_unweighted
+    assert b1["R"] == pytest.approx((3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8)
+    assert b1["R_unweighted"] == pytest.approx((100 + R70 + 0 + 100) / 4)
     assert (b1["n_richness_judge_failures"], b1["fail_story_agent"], b1["n_failures"]) == (1, 2, 2)
     b2 = _row(cm, arch="B2")
     # s2 censored at 1: Y=[4,3,3], D=[0,0,1] -> S3 = 2/3
@@ -113,7 +115,7 @@ def test_cell_metrics_by_hand(built):
 
 def test_architecture_contrasts_by_hand(built):
     ac = built.tables["wse_architecture_contrasts"]
-    r_b1 = (100 + R70 + 0 + 100) / 4
+    r_b1 = (3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8      # step-weighted R, as in wse_cell_metrics
     g = _row(ac, scope="group", model_group="all", contrast="B2-B1")
     assert g["delta_G"] == pytest.approx(1100 / 12 - 200 / 3)
     assert g["delta_C_obs"] == pytest.approx(100 / 3 * (2 + 2 / 3) - 200 / 3)
@@ -341,7 +343,9 @@ def test_assets_materialize_into_warehouse(tmp_path, monkeypatch):
     assert g == pytest.approx(200 / 3)
     assert (settings.artifacts / "wse" / "wse_heatmap_C_obs.png").stat().st_size > 1000
     assert (settings.artifacts / "wse" / "wse_pareto_C_adj.png").exists()
-    for name in ("wse_family_models", "wse_full_horizon", "wse_cost_coverage", "wse_precursor_origins"):
+    for name in ("wse_family_models", "wse_full_horizon", "wse_cost_coverage", "wse_precursor_origins",
+                 # the appendix figures, each on its asset (issue 22)
+                 "wse_fig7", "wse_fig9", "wse_fig11", "wse_fig12", "wse_fig13", "wse_fig14", "wse_fig15"):
         assert (settings.artifacts / "wse" / f"{name}.png").stat().st_size > 1000, name
     hv = wh.query("SELECT statistic, value, n FROM wse_human_validation WHERE statistic = 'accuracy'")
     assert (hv["value"].item(), hv["n"].item()) == (0.5, 2)     # labels: one agrees, one does not

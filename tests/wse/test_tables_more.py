@@ -36,8 +36,9 @@ def test_cell_richness_weighted_by_observed_steps():
     frame, info = _frame(upstream())
     b1 = _one(T.cell_metrics(frame, info), arch="B1")
     # judge medians: s1 [100, 100, 0] -> 100 (L 3); s2 R70 (L 3); s3 two valid judges rating 1 -> 0 (L 1); s4 100 (L 1)
-    assert b1["R"] == pytest.approx((100 + R70 + 0 + 100) / 4)
-    assert b1["R_weighted"] == pytest.approx((3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8)
+    assert b1["R_unweighted"] == pytest.approx((100 + R70 + 0 + 100) / 4)
+    # R is the paper's step-weighted cell Richness, the one Pareto, contrasts and heatmaps use
+    assert b1["R"] == pytest.approx((3 * 100 + 3 * R70 + 1 * 0 + 1 * 100) / 8)
 
 
 # ---- Table 6 cross-tab and panel rows ----------------------------------------------------------------
@@ -110,10 +111,39 @@ def test_source_family_pooled_per_model():
     assert itp["C_obs"] == pytest.approx(100 / 3 * 2.5) and itp["mean_first_contradiction_step"] == 3.0
     assert itp["C_obs_lo"] <= itp["C_obs"] <= itp["C_obs_hi"]
     dr = _one(sf, row_kind="model_family", source_family="dracor", model="m1")
-    # the B1 s2 contradiction at step 2 falls on day 1 (new_day at step 1); B1+WMEM s2 at step 1 has no steps -> null
-    assert dr["relative_day_at_contradiction"] == 1.0 and dr["mean_first_contradiction_step"] == 1.5
+    # relative day counted from 1 (Table 7's ≈ 1.1): the B1 s2 contradiction at step 2 falls on day 2
+    # (new_day at step 1); B1+WMEM s2 at step 1 has no steps -> null
+    assert dr["relative_day_at_contradiction"] == 2.0 and dr["mean_first_contradiction_step"] == 1.5
     fam = _one(sf, row_kind="family_pooled", source_family="itp")
     assert fam["C_obs"] == pytest.approx(itp["C_obs"])       # one model: the equal-model mean is its value
+
+
+def test_source_family_contrasts_lopo_and_exposure_use_the_per_model_pooled_method():
+    """Table 7 / Fig. 15: the DraCor contrasts and leave-one-play-out rows come from the per-model
+    pooled KM family means; exposure rows are equal-model means."""
+    up = _two_models()
+    frame, info = _frame(up, T.TableParams(bootstrap_draws=40, consistency_judge_id=CJ, richness_judge_id=RJ))
+    # model m2's trajectories are all one step shorter where possible: the two models now differ
+    frame = frame.with_columns(length=pl.when(pl.col("model") == "m2").then(pl.max_horizontal(pl.col("length") - 1, 0))
+                               .otherwise(pl.col("length")))
+    sf = T.source_family_pooled(frame, info, T.TableParams(bootstrap_draws=40))
+    fam = {f: _one(sf, row_kind="family_pooled", source_family=f) for f in ("dracor", "itp", "smallville")}
+    for o in ("itp", "smallville"):
+        c = _one(sf, row_kind="contrast_pooled", contrast=f"dracor-{o}")
+        assert c["C_obs"] == pytest.approx(fam["dracor"]["C_obs"] - fam[o]["C_obs"])
+        assert c["C_obs_lo"] <= c["C_obs"] + 1e-9 <= c["C_obs_hi"] + 2e-9
+    d = frame.filter(pl.col("source_family") == "dracor")
+    per_model = d.group_by("model").agg(pl.col("length").mean().alias("l"),
+                                        (100 * (pl.col("length") == 3).mean()).alias("f"))
+    assert fam["dracor"]["mean_length"] == pytest.approx(per_model["l"].mean())          # equal-model mean
+    assert fam["dracor"]["full_horizon_pct"] == pytest.approx(per_model["f"].mean())
+    lopo = sf.filter(pl.col("row_kind") == "leave_one_play_out_pooled")
+    assert sorted(set(lopo["dropped_world"].to_list())) == ["w1", "w1b"]
+    assert set(lopo["contrast"].drop_nulls().to_list()) == {"dracor-itp", "dracor-smallville"}
+    for w in ("w1", "w1b"):
+        fam_w = _one(lopo, dropped_world=w, source_family="dracor")
+        con_w = _one(lopo, dropped_world=w, contrast="dracor-itp")
+        assert con_w["C_obs"] == pytest.approx(fam_w["C_obs"] - fam["itp"]["C_obs"])
 
 
 # ---- App. C.3 and Fig. 11 --------------------------------------------------------------------------
@@ -147,6 +177,9 @@ def test_cost_contrasts_from_llm_calls_by_hand():
     con = _one(cc, row_kind="contrast", scope="model", contrast="B2-B1")
     assert con["delta_tokens_per_trajectory"] == pytest.approx(125.0)
     assert con["delta_G"] == pytest.approx(100 * 11 / 12 - 200 / 3)
+    # Fig. 11 bars: within-model percentage changes, 100·(B2 − B1)/B1
+    assert con["pct_tokens_per_trajectory"] == pytest.approx(100 * 125.0 / 75.0)
+    assert con["pct_G"] == pytest.approx(100 * (100 * 11 / 12 - 200 / 3) / (200 / 3))
 
 
 # ---- failures by role and kind -------------------------------------------------------------------------
@@ -167,6 +200,36 @@ def test_failure_kinds_report_truncation_per_role():
     att = _one(fk, source="attempts", scope="all", role="wse.story_agent", error_kind="truncated")
     assert (att["n"], att["n_length_cut"]) == (2, 2)
     assert _one(fk, source="attempts", scope="all", error_kind="invalid_json")["n_length_cut"] == 0
+
+
+def test_limits_the_paper_does_not_state_are_counted_warnings_not_failures():
+    """Issue 22: > 16 memory operations, a plan beat depending on a later beat and > 80 richness units
+    are valid outputs (the trajectory goes on, the verdict counts), each counted in wse_failure_kinds."""
+    from wse_platform.wse.schemas import MemoryDelta, forward_dependencies, plot_plan_model, richness_verdict_model
+    ops = [{"op": "add_fact", "fact_id": f"f{i}", "text": f"fact {i}"} for i in range(20)]
+    assert len(MemoryDelta.model_validate({"operations": ops}).operations) == 20
+    beat = {"beat_id": "b1", "depends_on": ["b2"], "source_intent_ids": ["player"], "content": "Pia knocks."}
+    plan = plot_plan_model(()).model_validate({"beats": [beat, {**beat, "beat_id": "b2", "depends_on": []}]})
+    assert forward_dependencies(plan) == 1
+    unit = {"step": 1, "kind": "event", "repetitive": False, "evidence": "e", "description": "d"}
+    verdict = richness_verdict_model(2).model_validate({"units": [unit] * 81, "rating_event_diversity": 3,
+                                                        "rating_character_change": 3, "rating_world_expansion": 3})
+    assert len(verdict.units) == 81
+    steps = pl.DataFrame({"model": ["m1", "m1", "m2"], "failure_component": [None, None, None],
+                          "failure_json": [None, None, None],
+                          "memory_delta_json": [json.dumps({"operations": ops}), json.dumps({"operations": ops[:3]}), None],
+                          "plan_json": [None, json.dumps(plan.model_dump()), None]},
+                         schema_overrides={"failure_component": pl.String, "failure_json": pl.String})
+    rich = pl.DataFrame({"model": ["m2"], "failure_json": [None], "units_json": [json.dumps([unit] * 81)]})
+    fk = T.failure_kinds(steps, pl.DataFrame({"model": [], "failure_json": []}, schema={"model": pl.String,
+                                                                                    "failure_json": pl.String}),
+                         rich.with_columns(pl.col("failure_json").cast(pl.String)))
+    warn = fk.filter((pl.col("source") == "warnings") & (pl.col("scope") == "all"))
+    assert {(r["role"], r["error_kind"]): r["n"] for r in warn.iter_rows(named=True)} == {
+        ("wse.world_memory_agent", "warning:memory_ops_over_16"): 1,
+        ("wse.world_model", "warning:plan_forward_dependency"): 1,
+        ("wse.richness_judge", "warning:units_over_80"): 1}
+    assert fk.filter(pl.col("source") == "outputs").is_empty()          # none of them is a failure
 
 
 # ---- inter-judge agreement --------------------------------------------------------------------------------
@@ -215,6 +278,31 @@ def test_precursor_audit_by_hand():
     assert T.precursors.match_score(T.precursors.content_tokens("the cat sat"), "the cat sat") == 0.0
 
 
+def test_precursor_traces_as_the_paper_counts_them():
+    """App. C: "Character-Agent precursors in 89 trajectories, 42 persisting through the World Model;
+    27 with only a World-Model precursor" — counted per trajectory, not as a plurality origin."""
+    frame = pl.DataFrame({"model": ["m"] * 3, "arch": ["B2+WMOD"] * 3, "seed_id": ["a", "b", "c"],
+                          "first_contradiction": [2, 2, 2], "contradiction_observed": [True] * 3})
+    claim = "Nora burned the silver letter beside the river"
+    v = pl.DataFrame({"judge_config_id": [CJ] * 3, "model": ["m"] * 3, "arch": ["B2+WMOD"] * 3,
+                      "seed_id": ["a", "b", "c"], "step": [2, 2, 2], "verdict": ["inconsistent"] * 3,
+                      "conflicting_claim": [claim] * 3})
+    intent = json.dumps([{"character_id": "nora", "intent": "Nora burned the silver letter by the river"}])
+    plan = json.dumps({"beats": [{"content": "Nora burned the silver letter beside the river"}]})
+    steps = pl.DataFrame({"model": ["m"] * 4, "arch": ["B2+WMOD"] * 4, "seed_id": ["a", "a", "b", "c"],
+                          "step": [1, 2, 1, 1], "player_option": ["walk"] * 4,
+                          "intents_json": [intent, None, intent, None],     # a: CA at 1, WM at 2; b: CA only
+                          "plan_json": [None, plan, None, plan],            # c: WM only
+                          "memory_state_json": [None] * 4})
+    pa = T.precursor_audit(frame, v, steps, {"consistency_judge_id": CJ})
+    traj = {r["seed_id"]: r for r in pa.filter(pl.col("row_kind") == "trajectory").iter_rows(named=True)}
+    assert [(traj[k]["ca_precursor"], traj[k]["ca_through_world_model"], traj[k]["world_model_only"])
+            for k in "abc"] == [(True, True, False), (True, False, False), (False, False, True)]
+    tr = {r["origin"]: r for r in pa.filter((pl.col("row_kind") == "trace_summary") & (pl.col("scope") == "all"))
+          .iter_rows(named=True)}
+    assert {k: tr[k]["n"] for k in tr} == {"ca_precursor": 2, "ca_through_world_model": 1, "world_model_only": 1}
+
+
 # ---- human validation (App. B.5) ---------------------------------------------------------------------------
 def test_agreement_statistics_by_hand():
     from wse_platform.wse.tables import validation as V
@@ -249,6 +337,39 @@ def test_human_validation_table_by_hand():
     # event diversity: human (3, 1) vs judge medians (3, 5) -> κ_w = 1 - .5/.375
     assert _one(hv, statistic="qwk_event_diversity")["value"] == pytest.approx(1 - 0.5 / 0.375)
     assert _one(hv, statistic="within_one_pct_event_diversity")["value"] == 50.0
+
+
+def test_human_validation_per_trajectory_with_intervals_bias_single_judges_and_weights():
+    """App. B.5 as the paper reports it: trajectory labels (its 120 trajectories) against the panel's
+    trajectory verdict, Fig. 8b's one-vs-rest agreement per inconsistency type, 95 % intervals,
+    judge bias, single judge vs panel median, design weights on κ and within-one, and where the
+    labels came from."""
+    up = upstream()
+    frame, info = _frame(up)
+    cons = pl.DataFrame({"model": ["m1"] * 5, "arch": ["B1", "B2", "B2", "B2", "B1+WMEM"],
+                         "seed_id": ["s2", "s3", "s1", "s2", "s2"], "step": [None] * 5,
+                         "label": ["inconsistent", "consistent", "consistent", "inconsistent", "inconsistent"],
+                         "category": ["temporal", None, None, "temporal", "identity"],
+                         "weight": [1.0, 2.0, 1.0, 1.0, 1.0]}, schema_overrides={"step": pl.Int64})
+    rich = pl.DataFrame({"model": ["m1", "m1"], "arch": ["B1", "B1"], "seed_id": ["s2", "s1"],
+                         "n_units_non_repetitive": [12, 0], "rating_event_diversity": [3, 1],
+                         "rating_character_change": [3, 1], "rating_world_expansion": [3, 1], "weight": [3.0, 1.0]})
+    hv = T.human_validation(cons, rich, up["wse_consistency_steps"], frame, up["wse_richness_verdicts"], info,
+                            labels="shipped example labels")
+    acc = _one(hv, study="consistency_trajectory", statistic="accuracy")
+    # B2 s2 was censored (no trajectory verdict): unmatched; the rest: 1 + 0·2 + 1 + 1 of weight 5
+    assert (acc["n"], acc["n_unmatched"]) == (4, 1) and acc["value"] == pytest.approx(3 / 5)
+    assert acc["value_lo"] is not None and acc["value_lo"] <= acc["value"] <= acc["value_hi"]
+    assert _one(hv, statistic="one_vs_rest_temporal")["value"] == pytest.approx(3 / 5)
+    assert _one(hv, statistic="one_vs_rest_identity")["value"] == pytest.approx(4 / 5)
+    # richness, design-weighted: s2 (weight 3) human = panel = R70; s1 (weight 1) human 0 vs panel 100
+    assert _one(hv, statistic="bias_R")["value"] == pytest.approx(100 / 4)
+    assert _one(hv, statistic="mae_R")["value"] == pytest.approx(100 / 4)
+    # single judges: judge 0 rated s1 5/5/5 (R 100), judge 2 rated it 1/1/1 (R 0) = the human
+    assert _one(hv, statistic="mae_R_judge_0")["value"] == pytest.approx(100 / 4)
+    assert _one(hv, statistic="mae_R_judge_2")["value"] == pytest.approx(0.0)
+    assert _one(hv, statistic="within_one_pct_event_diversity")["value"] == pytest.approx(75.0)   # weighted
+    assert set(hv["labels"].to_list()) == {"shipped example labels"}
 
 
 def test_shipped_example_labels_are_readable():

@@ -71,6 +71,18 @@ def test_relation_markup_enters_relationships(worlds):
     assert "gift" in rel.description
 
 
+def test_fadren_starts_at_the_opening_of_act_one_with_the_household_at_home(worlds):
+    """Paper §4 / Table 2: "Opening of Act I, with the Captain, Laura, and Bertha at home"."""
+    w = worlds["dracor_fadren"]
+    assert w.time.label == "Första Akten, FÖRSTA SCENEN"
+    by_id = {c.id: c for c in w.characters}
+    assert {"spRyttmästarn", "spLaura", "spBertha"} <= set(by_id)
+    assert "spDoktorÖstermark" not in by_id and "spNöjd" not in by_id       # they arrive later
+    assert by_id["spLaura"].condition.startswith("hemma") and "närvarande" in by_id["spRyttmästarn"].condition
+    rel = next(r for r in w.relationships if {r.a, r.b} == {"spBertha", "spLaura"})
+    assert "dotter" in rel.description or "mor" in rel.description
+
+
 def test_dollhouse_location_from_act_setting(worlds):
     w = worlds["dracor_dukkehjem"]
     nora = next(c for c in w.characters if c.id == "NORA")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
+from wse_platform.llm.types import LLMRequest, LLMResult, SampleFailure, Sampling
 from wse_platform.metrics.endings import Position, join_sentences, select_positions, sentence_spans
 from wse_platform.prompts import get_prompt
 
@@ -89,26 +89,50 @@ def forecast_request(story: SplitStory, sentence_index: int, position: int, mode
         role=ROLE, model=model, messages=prompt.render(story_so_far=story.so_far(sentence_index)),
         sampling=sampling, n=k, prompt_version=prompt.id,
         allow_truncated=True,   # the paper's 150-token cap is part of the protocol: a capped prediction is kept
+        per_sample=True,        # one empty answer among K is that sample's (an N), never a redraw of all K
         tags={**(tags or {}), "story_id": story.story_id, "position": str(position)},
     )
 
 
-def repeat_sampling(sampling: Sampling, repeat: int) -> Sampling:
-    """Repeat 0 is the configured sampling; repeat r > 0 gets seed (seed or 0) + r (a new request)."""
-    return sampling if repeat == 0 else sampling.model_copy(update={"seed": (sampling.seed or 0) + repeat})
+def repeat_sampling(sampling: Sampling, repeat: int, default_seed: int | None = None) -> Sampling:
+    """Repeat 0 is the configured sampling; repeat r > 0 gets seed base + r (a new request).
+
+    base is the role's seed, else the model's default seed (`models.<name>.sampling.seed`, which
+    repeat 0 runs with when the role sets none), else 0: repeat r never runs with repeat 0's
+    seed, so it is never the same request (and never the same cache entry)."""
+    if repeat == 0:
+        return sampling
+    base = sampling.seed if sampling.seed is not None else (default_seed or 0)
+    return sampling.model_copy(update={"seed": base + repeat})
+
+
+def model_default_seed(settings: Any, model: str) -> int | None:
+    """`models.<model>.sampling.seed` of a config (None when unset or unknown)."""
+    cfg = getattr(settings, "models", {}).get(model) if settings is not None else None
+    return cfg.sampling.seed if cfg is not None else None
 
 
 def prediction_rows(story_id: str, set_key: str, position: int, k: int, result: LLMResult,
                     forecaster: str, repeat: int = 0) -> list[dict[str, Any]]:
-    """K rows per position; a failed request gives K rows with no prediction and the failure."""
+    """K rows per position; a failed request gives K rows with no prediction and the failure.
+
+    An invalid sample of an answered request (empty, or only an unclosed think block) keeps its
+    row: `prediction` is its text as given (stripped), `sample_error` its kind; the judge counts it
+    as an N (Appendix C.5: an empty or malformed answer is a rejection)."""
     call_id = result.call_ids[-1] if result.call_ids else None
     base = {"story_id": story_id, "set_key": set_key, "position": position, "forecaster_model": forecaster,
-            "llm_call_id": call_id, "repeat": repeat}
+            "llm_call_id": call_id, "repeat": repeat, "sample_error": None}
     if not result.ok:
         failure = json.dumps(result.failure.model_dump())
         return [{**base, "sample_index": i, "prediction": None, "failure_json": failure} for i in range(k)]
-    return [{**base, "sample_index": i, "prediction": str(out).strip(), "failure_json": None}
-            for i, out in enumerate(result.outputs)]
+    rows = []
+    for i, out in enumerate(result.outputs):
+        if isinstance(out, SampleFailure):
+            rows.append({**base, "sample_index": i, "prediction": out.raw_text.strip(), "failure_json": None,
+                         "sample_error": out.error_kind})
+        else:
+            rows.append({**base, "sample_index": i, "prediction": str(out).strip(), "failure_json": None})
+    return rows
 
 
 def prefix_reuse_share(prompt_token_counts: Sequence[int], shared_prefix_counts: Sequence[int]) -> float:
@@ -151,15 +175,19 @@ def compute_positions(stories: Sequence[SplitStory], set_key: str, count_tokens:
 def run_forecasts(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]], set_key: str,
                   model: str, k: int, sampling: Sampling, prompt_version: str = "v1",
                   prompts_dir: str | None = None, batch: int = FORECAST_BATCH,
-                  repeats: int = 1) -> list[dict[str, Any]]:
+                  repeats: int = 1, default_seed: int | None = None) -> list[dict[str, Any]]:
     """`endings_predictions` rows: one n=k request per position and repeat, `batch` at a time.
 
     Repeat r (0..repeats-1) draws fresh endings with `repeat_sampling(sampling, r)`; its rows
-    carry `repeat = r`, so repeats sit side by side and never overwrite each other."""
+    carry `repeat = r`, so repeats sit side by side and never overwrite each other.
+    `default_seed` is the forecasting model's configured seed (default: read from the client's
+    settings; see `repeat_sampling`)."""
     by_id = {s.story_id: s for s in stories}
+    if default_seed is None:
+        default_seed = model_default_seed(getattr(client, "settings", None), model)
     todo = [(r, p) for r in range(repeats) for p in positions]
     reqs = [forecast_request(by_id[p["story_id"]], p["sentence_index"], p["position"], model, k,
-                             repeat_sampling(sampling, r), prompt_version, prompts_dir,
+                             repeat_sampling(sampling, r, default_seed), prompt_version, prompts_dir,
                              tags={"set_key": set_key, "repeat": str(r)}) for r, p in todo]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(reqs), batch):

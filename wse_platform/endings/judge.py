@@ -10,7 +10,10 @@ and the rule reads its answer, as in the paper. `endings.judge_constrained_choic
 opts in to a closed choice ["Y", "N"] for backends that support it (the judge config id
 then ends in ":choice", so its verdicts are never mixed with free ones); an answer
 outside the choice is then read by the same rule and flagged `choice_fallback`.
-Transport failures and failed predictions stay failures (verdict NULL).
+Transport failures and failed predictions stay failures (verdict NULL). A prediction that is
+itself empty or malformed (`sample_error`, one sample of an answered request) is an N without a
+judge call: the paper's extraction counts an empty or malformed answer as a rejection, and an empty
+prediction predicts nothing (sent to the judge it would be the anchor sentence alone).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wse_platform.config import JudgeConfig, Settings
-from wse_platform.endings.forecast import SplitStory, repeat_sampling
+from wse_platform.endings.forecast import SplitStory, model_default_seed, repeat_sampling
 from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
 from wse_platform.prompts import get_prompt
 
@@ -73,6 +76,9 @@ def verdict_row(pred: dict[str, Any], judge_id: str, judge_model: str, result: L
            "sample_index": pred["sample_index"], "repeat": pred.get("repeat", 0), "judge_config_id": judge_id, "judge_model": judge_model,
            "same_model_judge": same_model_judge, "verdict_raw": None, "verdict": None, "failure_json": None,
            "choice_fallback": False, "llm_call_id": None}
+    if pred.get("sample_error"):   # an empty / malformed prediction: a rejection, as the paper counts it
+        row["verdict"] = "N"
+        return row
     if result is None:
         row["failure_json"] = json.dumps({"error_kind": "prediction_failed",
                                           "message": "no prediction to judge (the forecast request failed)"})
@@ -103,6 +109,7 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
     judge_id = judge_config_id(settings)
     by_id = {s.story_id: s for s in stories}
     sentence_of = {(p["story_id"], p["position"]): p["sentence_index"] for p in positions}
+    judge_seed = model_default_seed(settings, e.judge)
     rows: list[dict[str, Any] | None] = []
     todo: list[tuple[int, dict[str, Any], LLMRequest]] = []
     for pred in predictions:
@@ -110,12 +117,12 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
         if key not in sentence_of:
             raise ValueError(f"endings_predictions: story_id={key[0]!r} position={key[1]}: "
                              "no matching row in endings_positions (field 'sentence_index')")
-        if pred.get("failure_json") or pred.get("prediction") is None:
+        if pred.get("failure_json") or pred.get("prediction") is None or pred.get("sample_error"):
             rows.append(verdict_row(pred, judge_id, e.judge, None, e.same_model_judge))
             continue
         repeat = int(pred.get("repeat") or 0)
         req = judge_request(by_id[pred["story_id"]], sentence_of[key], pred["position"], pred["sample_index"],
-                            pred["prediction"], e.judge, repeat_sampling(e.judge_sampling, repeat),
+                            pred["prediction"], e.judge, repeat_sampling(e.judge_sampling, repeat, judge_seed),
                             e.judge_prompt_version, prompts_dir, constrained=e.judge_constrained_choice)
         req.tags["repeat"] = str(repeat)
         todo.append((len(rows), pred, req))

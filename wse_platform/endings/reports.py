@@ -31,6 +31,9 @@ RUBRIC_CONTRAST_SCHEMA = {
     "scope": pl.Utf8, "group": pl.Utf8, "judge_config_id": pl.Utf8, "rubric_config_id": pl.Utf8,
     "n": pl.Int64, "rubric_overall": pl.Float64, "rubric_tension8": pl.Float64, "mean_no_rate": pl.Float64,
     "late_no_rate": pl.Float64, "spearman_rubric_vs_mean_no_rate": pl.Float64,
+    # ±95 % CI half-widths 1.96·s/√n of each mean (Table 4's "±95 % CI"; NULL for n < 2), added later
+    "rubric_overall_ci95": pl.Float64, "rubric_tension8_ci95": pl.Float64, "mean_no_rate_ci95": pl.Float64,
+    "late_no_rate_ci95": pl.Float64,
 }
 
 
@@ -45,6 +48,13 @@ def _std(xs: list) -> float | None:
         return None
     m = sum(xs) / len(xs)
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _ci95(xs: list) -> float | None:
+    """Half-width 1.96·s/√n of the mean of the non-missing values (None for fewer than 2)."""
+    sd = _std(xs)
+    n = len([x for x in xs if x is not None])
+    return 1.96 * sd / math.sqrt(n) if sd is not None else None
 
 
 def build_stability(story_tension_df: pl.DataFrame) -> pl.DataFrame:
@@ -144,8 +154,9 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
 def build_rubric_contrasts(story_tension_df: pl.DataFrame, rubric: pl.DataFrame) -> pl.DataFrame:
     """Rubric score against tension: per corpus / generated set, per generator × pipeline, and
     over all stories: mean rubric score (overall, tension-related criteria), mean and late
-    no-rate, and the Spearman rank correlation between a story's rubric score and its mean
-    no-rate (stories inside the rubric's length band only, main repeat)."""
+    no-rate, each with its ±95 % CI half-width (1.96·s/√n over stories, as Table 4 reports it), and
+    the Spearman rank correlation between a story's rubric score and its mean no-rate (stories inside
+    the rubric's length band only, main repeat)."""
     _require(story_tension_df, "endings_story_tension", list(STORY_TENSION_SCHEMA))
     _require(rubric, "endings_rubric_scores", ["story_id", "set_key", "rubric_config_id", "overall", "tension8",
                                                "in_length_band"])
@@ -176,7 +187,10 @@ def build_rubric_contrasts(story_tension_df: pl.DataFrame, rubric: pl.DataFrame)
                          "mean_no_rate": _mean(g["mean_no_rate"].to_list()),
                          "late_no_rate": _mean(g["late_no_rate"].to_list()),
                          "spearman_rubric_vs_mean_no_rate": spearman(g["overall"].to_list(),
-                                                                     g["mean_no_rate"].to_list())})
+                                                                     g["mean_no_rate"].to_list()),
+                         **{f"{c}_ci95": _ci95(g[src].to_list()) for c, src in (
+                             ("rubric_overall", "overall"), ("rubric_tension8", "tension8"),
+                             ("mean_no_rate", "mean_no_rate"), ("late_no_rate", "late_no_rate"))}})
     return pl.DataFrame(rows, schema=RUBRIC_CONTRAST_SCHEMA)
 
 

@@ -19,15 +19,17 @@ METRICS: tuple[str, ...] = (
     "mean_no_rate", "late_no_rate", "retention", "convergence", "ir30", "ir60", "ir120",
 )
 
-# Word-count buckets of the length-invariance table (paper Table 9): [lower, upper) in words.
-# The default story filter keeps 500-5,000 words; the open last bucket only fills when a user
-# widens it.
+# Word-count buckets of the length-invariance table (paper Table 9): [lower, upper) in words, except
+# that "4-5k" is closed at 5,000: the story filter keeps 500-5,000 words inclusive (a story of
+# exactly `max_words` is measured), so a 5,000-word story is in the paper's last bucket, not in an
+# extra one. The open bucket (> 5,000) only fills when a user widens the filter.
+FILTER_MAX_WORDS = 5000
 LENGTH_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     ("<2k", 0, 2000),
     ("2-3k", 2000, 3000),
     ("3-4k", 3000, 4000),
-    ("4-5k", 4000, 5000),
-    (">=5k", 5000, None),
+    ("4-5k", 4000, FILTER_MAX_WORDS),
+    (">5k", FILTER_MAX_WORDS, None),
 )
 
 NO_RATE_SCHEMA = {
@@ -263,11 +265,15 @@ def _effect_row(kind: str, label: str, model, pipeline, judge, g: pl.DataFrame,
             "rubric_n": len(scores), **_metric_summary(g)}
 
 
-def build_pipeline_effect(story_tension_df: pl.DataFrame, rubric: pl.DataFrame | None = None) -> pl.DataFrame:
+def build_pipeline_effect(story_tension_df: pl.DataFrame, rubric: pl.DataFrame | None = None,
+                          reference_corpora: Sequence[str] | None = None) -> pl.DataFrame:
     """Paper Table 2: one row per generator model × pipeline (× judge configuration) with n, the
     rubric score, every tension metric (95 % CI) and each one's difference from the same model's
-    vanilla pipeline; plus the paper's reference rows in the same table: the top human corpus
-    (highest mean no-rate) and all vanilla (zero-shot) stories pooled over generators."""
+    vanilla pipeline; plus reference rows in the same table: all vanilla (zero-shot) stories pooled
+    over generators, and one row per reference corpus, chosen by name (`endings.reference_corpora`,
+    e.g. an EQ-Bench top-10 dump and a New Yorker-like corpus, the paper's two reference rows), in
+    that order; a named corpus without measured stories keeps its row with n = 0. None: every
+    measured corpus, by name (never picked by its result)."""
     _require(story_tension_df, "endings_story_tension", list(STORY_TENSION_SCHEMA))
     st = main_repeat(story_tension_df).filter(pl.col("n_positions") > 0)
     scores = _rubric_of(rubric)
@@ -290,13 +296,11 @@ def build_pipeline_effect(story_tension_df: pl.DataFrame, rubric: pl.DataFrame |
             refs.append(_effect_row("reference", "all generators, vanilla (pooled)", None, "vanilla", judge,
                                     pooled, scores))
         human = st.filter((pl.col("set_kind") == "human") & (pl.col("judge_config_id") == judge))
-        if human.height:
-            means = human.group_by("set_key").agg(pl.col("mean_no_rate").mean()).sort(
-                ["mean_no_rate", "set_key"], descending=[True, False], nulls_last=True)
-            top = means["set_key"][0]
-            g = human.filter(pl.col("set_key") == top)
-            refs.append(_effect_row("reference", f"top human corpus: {_first(g, 'corpus')}", None, None, judge,
-                                    g, scores))
+        names = list(reference_corpora) if reference_corpora is not None \
+            else sorted({c for c in human["corpus"].to_list() if c is not None})
+        for name in names:
+            g = human.filter(pl.col("corpus") == name)
+            refs.append(_effect_row("reference", f"reference corpus: {name}", None, None, judge, g, scores))
     rows += refs
     for r in refs:
         for m in ("rubric_overall", *METRICS):
@@ -307,8 +311,13 @@ def build_pipeline_effect(story_tension_df: pl.DataFrame, rubric: pl.DataFrame |
 
 def length_bucket(n_words: int) -> tuple[str, int, int, int | None]:
     """(label, order, lower, upper) of the word-count bucket holding `n_words`."""
+    if n_words < 0:
+        raise EndingsTableError(f"n_words={n_words}: negative word count")
     for order, (label, lo, hi) in enumerate(LENGTH_BUCKETS):
-        if n_words >= lo and (hi is None or n_words < hi):
+        # the bucket ending at the filter's inclusive maximum holds it; the open bucket starts above it
+        above_lo = n_words > lo if lo == FILTER_MAX_WORDS else n_words >= lo
+        below_hi = hi is None or n_words < hi or n_words == hi == FILTER_MAX_WORDS
+        if above_lo and below_hi:
             return label, order, lo, hi
     raise EndingsTableError(f"n_words={n_words}: negative word count")
 

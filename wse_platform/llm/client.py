@@ -38,8 +38,8 @@ from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
 from wse_platform.redact import redact_text, redact_url
 from wse_platform.llm.progress import BatchProgress, ProgressFn
-from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
-from wse_platform.llm.validation import parse_sample, schema_of, split_reasoning
+from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, SampleFailure, Sampling
+from wse_platform.llm.validation import Parsed, parse_sample, schema_of, split_reasoning
 
 if TYPE_CHECKING:  # config imports llm.types, so the client imports config lazily
     from wse_platform.config import Settings
@@ -550,8 +550,12 @@ class LLMClient:
             cut_off = i < len(reasons) and reasons[i] == "length"
             # a closed choice is decided by its first word: a cut explanation after it does not matter
             if cut_off and not req.allow_truncated and not (parsed.ok and req.choices is not None):
-                return ("truncated", f"answer cut by the token limit (max_tokens={s.sampling.max_tokens}, "
-                        "finish reason 'length')", resp.texts[i], [], answers, reasoning)
+                parsed = Parsed(False, error_kind="truncated", message="answer cut by the token limit "
+                                f"(max_tokens={s.sampling.max_tokens}, finish reason 'length')")
+            if not parsed.ok and req.per_sample:   # this sample is recorded as invalid; the others stand
+                outputs.append(SampleFailure(error_kind=parsed.error_kind, message=parsed.message,
+                                             raw_text=resp.texts[i]))
+                continue
             if not parsed.ok:
                 return parsed.error_kind, parsed.message, resp.texts[i], [], answers, reasoning
             outputs.append(parsed.value)

@@ -6,7 +6,8 @@
   `reasoning_effort` there when an effort is named.
 - litellm to an API provider: litellm's `reasoning_effort` (`on` = medium). `off` sends
   nothing: most providers' reasoning models cannot switch it off, and a non-reasoning model
-  rejects the parameter; pick a non-reasoning model or the lowest effort instead.
+  rejects the parameter; pick a non-reasoning model or the lowest effort instead. OpenRouter
+  (`openrouter/...`) is the exception: `off` sends its reasoning switch, a zero reasoning budget.
 - embedded (llama.cpp): not mapped (the shipped model does not think); think blocks are still
   removed from answers.
 Unset (`None`) sends nothing: the model's default. The mode is part of the model's identity and
@@ -37,5 +38,6 @@ def litellm_kwargs(model_id: str, mode: str | None, api_base: Any) -> dict[str, 
             body["reasoning_effort"] = mode
         return {"extra_body": body}
     if mode == "off":
-        return {}
+        # OpenRouter accepts a switch for every model: a zero reasoning budget (100-Endings Table 8)
+        return {"extra_body": {"reasoning": {"max_tokens": 0}}} if model_id.startswith("openrouter/") else {}
     return {"reasoning_effort": "medium" if mode == "on" else mode}

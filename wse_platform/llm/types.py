@@ -65,7 +65,19 @@ class LLMRequest(BaseModel):
     # part of the answer (the cut text IS the answer) sets this; the cut is still recorded
     # (llm_calls.finish_reason = 'length', llm_usage.answers_cut).
     allow_truncated: bool = False
+    # Validate each of the n samples on its own (free text / n > 1): an invalid sample becomes a
+    # `SampleFailure` in `outputs` (its kind and raw text kept) and the request stays ok, instead of
+    # failing and redrawing all n. Used where a protocol counts a bad sample (100-Endings: an N).
+    per_sample: bool = False
     tags: dict[str, str] = Field(default_factory=dict)  # free context: partition, seed id, step...
+
+
+class SampleFailure(BaseModel):
+    """One invalid sample of a `per_sample` request (in `LLMResult.outputs` at its index)."""
+
+    error_kind: ErrorKind
+    message: str
+    raw_text: str
 
 
 class LLMFailure(BaseModel):

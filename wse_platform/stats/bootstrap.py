@@ -172,8 +172,8 @@ class _PanelArrays:
     """Weight-independent matrices of a panel, computed once and reused for every chunk of draws."""
     present: np.ndarray        # (units, cells) float
     length: np.ndarray         # (units, cells) length where present, else 0
-    r_value: np.ndarray        # richness where it counts, else 0
-    r_ok: np.ndarray           # 1 where richness counts
+    r_value: np.ndarray        # L_i · richness where it counts, else 0 (R is step-weighted, App. B.6)
+    r_ok: np.ndarray           # L_i where richness counts, else 0
     at_risk: np.ndarray        # (units, cells·H) float
     event: np.ndarray
     shape: tuple[int, int]     # (cells, H)
@@ -185,8 +185,10 @@ def prepare(panel: TrajectoryPanel) -> _PanelArrays:
     eff = np.where(panel.present, panel.effective_length, 0.0)
     at_risk, event = km.risk_and_event_indicators(eff, km.as_event_times(panel.first_contradiction), panel.horizon)
     n_units = len(panel.unit_ids)
-    return _PanelArrays(present, np.where(panel.present, panel.length, 0.0), np.where(r_ok, panel.richness, 0.0),
-                        r_ok.astype(float), at_risk.reshape(n_units, -1).astype(float),
+    r_len = np.where(r_ok, panel.length, 0.0)   # R of a cell = Σ L_i·R_i / Σ L_i (step-weighted)
+    return _PanelArrays(present, np.where(panel.present, panel.length, 0.0),
+                        np.where(r_ok, panel.richness * panel.length, 0.0), r_len,
+                        at_risk.reshape(n_units, -1).astype(float),
                         event.reshape(n_units, -1).astype(float), (len(panel.cells), panel.horizon))
 
 
@@ -217,9 +219,10 @@ def cell_metrics_loop(panel: TrajectoryPanel, counts: np.ndarray) -> dict[str, n
         cens = [None if np.isnan(panel.censored_at[u, c]) else panel.censored_at[u, c] for u in rows]
         out["G"][c] = wse_metrics.generation_coverage(lengths, panel.horizon)
         out["C_obs"][c], out["C_adj"][c] = wse_metrics.consistency_scores(lengths, firsts, panel.horizon, cens)
-        scores = [panel.richness[u, c] for u in rows if panel.length[u, c] >= 1 and not np.isnan(panel.richness[u, c])]
-        if scores:
-            out["R"][c] = sum(scores) / len(scores)
+        rated = [u for u in rows if panel.length[u, c] >= 1 and not np.isnan(panel.richness[u, c])]
+        if rated:   # step-weighted: Σ L_i·R_i / Σ L_i
+            out["R"][c] = (sum(panel.length[u, c] * panel.richness[u, c] for u in rated)
+                           / sum(panel.length[u, c] for u in rated))
     return out
 
 

@@ -150,10 +150,12 @@ def _tags(seed: EpisodeSeed, step: int, **more: str) -> dict[str, str]:
 
 def centralized_ca_request(ctx: AgentContext, seed: EpisodeSeed, memories: list[CharacterMemory],
                            history: list[HistoryEntry], step: int) -> LLMRequest:
-    """B2: one call for all four NPCs. Sees the NPCs' views and the history, never P_t."""
+    """B2: one call for all four NPCs. Sees the four actor-centric views B3's isolated calls see (one
+    each) and the same history (App. A, Fig. 6: (H_t, M_t^(k))), never P_t nor anything else of the
+    start world: B3 − B2 then measures the architecture, not a difference in information."""
     return _request(
         ctx, ROLE_CA_CENTRALIZED, centralized_intents_model(tuple(seed.npc_ids)), _tags(seed, step),
-        language=language_name(seed.language), world=render_world(seed),
+        language=language_name(seed.language),
         memory="\n".join(render_character_memory(m) for m in memories),
         history=render_history(seed, history), npc_ids=", ".join(seed.npc_ids),
     )

@@ -45,6 +45,7 @@ class NarratedStep:
     step: int
     player_action: str
     narrative: str
+    day: int | None = None     # the story day of the step, as the generation roles saw it ("Step k (day d)")
 
 
 @dataclass(frozen=True)
@@ -77,12 +78,111 @@ def neutral_world_label(seed: EpisodeSeed) -> str:
     return "World " + hashlib.sha256(seed.world_id.encode()).hexdigest()[:4].upper()
 
 
-def blinding_terms(seed: EpisodeSeed) -> list[str]:
-    """The world title and SOURCE_TERMS, minus any that is (part of) a cast member's name: a judge must
-    see the characters' names, so the title "Hamlet" stays when Hamlet is in the cast."""
+# Our own world-construction wording that tells a play (stage, scenes) or a simulation apart, per
+# language: judges get the same content in neutral words (the scene lists, which name acts and
+# scenes, are dropped). Keys are those of `worlds.PHRASES`; "{title}" is the play's title.
+NEUTRAL_PHRASES: dict[str, dict[str, str]] = {
+    "en": {"on_stage": "present here", "off_stage": "not here at the moment", "offstage_loc": "elsewhere nearby",
+           "shared": "{a} and {b} have already met (occasions: {n})", "character": "a character of this world",
+           "setting": "The story takes place here: "},
+    "nb": {"on_stage": "til stede her", "off_stage": "ikke her akkurat nå", "offstage_loc": "et annet sted i nærheten",
+           "shared": "{a} og {b} har allerede møtt hverandre (ganger: {n})", "character": "en person i denne verden",
+           "setting": "Handlingen foregår her: "},
+    "ru": {"on_stage": "присутствует здесь", "off_stage": "сейчас не здесь", "offstage_loc": "где-то поблизости",
+           "shared": "{a} и {b} уже встречались (раз: {n})", "character": "действующее лицо этого мира",
+           "setting": "Место действия: "},
+    "sv": {"on_stage": "närvarande här", "off_stage": "inte här just nu", "offstage_loc": "någon annanstans i närheten",
+           "shared": "{a} och {b} har redan träffats (gånger: {n})", "character": "en person i denna värld",
+           "setting": "Handlingen utspelar sig här: "},
+}
+SIMULATION_WORDING = (("The simulation starts", "The story starts"),)
+# A play's time label names its act and scene ("ACT 1, Scene 1"): judges get "the start" instead.
+NEUTRAL_START = {"en": "The start", "nb": "Begynnelsen", "ru": "Начало", "sv": "Början"}
+
+
+def _phrase_regex(template: str, title: str) -> re.Pattern[str]:
+    """A construction template as a regex: {n}/{seg}/{segs} become groups, {title} the play's title,
+    a trailing {text} is left in place; a placeholder matches up to the next literal character."""
+    template = template.replace("{title}", title)
+    if template.endswith("{text}"):
+        template = template[: -len("{text}")]
+    out, pos = "", 0
+    for m in re.finditer(r"\{(\w+)\}", template):
+        out += re.escape(template[pos:m.start()])
+        nxt = template[m.end():m.end() + 1]
+        stop = re.escape(nxt) if nxt else r"."
+        out += f"(?P<{m.group(1)}>[^{stop}\n]*)"
+        pos = m.end()
+    return re.compile(out + re.escape(template[pos:]))
+
+
+def _neutral_rewriter(seed: EpisodeSeed):
+    from wse_platform.wse.worlds import PHRASES
+    rules = []
+    for lang, phrases in PHRASES.items():
+        neutral = NEUTRAL_PHRASES.get(lang)
+        if neutral is None:
+            continue
+        for key in ("shared", "off_stage", "offstage_loc", "on_stage", "character", "setting"):
+            src, dst = phrases[key], neutral[key]
+            if key == "shared":   # the two names stay as they are: rewrite what follows "{b}"
+                src, dst = src[src.index("{b}") + 3:], dst[dst.index("{b}") + 3:]
+            rules.append((_phrase_regex(src, seed.world_title), dst))
+
+    label = seed.time.label
+    start = NEUTRAL_START.get(seed.language.split("-")[0], NEUTRAL_START["en"]) \
+        if seed.source_family == "dracor" and label else None
+
+    def rewrite(text: str) -> str:
+        if start is not None:
+            text = text.replace(label, start)
+        for pattern, repl in rules:
+            text = pattern.sub(lambda m: repl.format(**{k: v for k, v in m.groupdict().items()}), text)
+        for old, new in SIMULATION_WORDING:
+            text = text.replace(old, new)
+        return text
+    return rewrite
+
+
+def _apply(obj: Any, fn) -> Any:
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: _apply(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_apply(v, fn) for v in obj]
+    return obj
+
+
+_TITLE_WORD = re.compile(r"\w{4,}")   # "Lear", "Ваня"; not "The"
+
+
+def title_names_a_character(seed: EpisodeSeed) -> bool:
+    """The title is (or contains) a character's name: "Hamlet" with Hamlet in the cast, "King Lear"
+    when "Lear" names someone in the world's own text (a daughter "Lear's youngest daughter", "Enter
+    King Lear") even if Lear is not in the cast. Then the title stays: where it occurs it names the
+    character (the construction phrase that named the play is rewritten first)."""
+    title = seed.world_title
+    if not title:
+        return False
     names = [c.name.casefold() for c in seed.cast]
-    terms = [seed.world_title, *SOURCE_TERMS]
-    return sorted({t for t in terms if t and not any(t.casefold() in n for n in names)}, key=len, reverse=True)
+    if any(title.casefold() in n or n in title.casefold() for n in names):
+        return True
+    view = _apply(seed.judge_view(), _neutral_rewriter(seed))
+    text = re.sub(re.escape(title), " ", json.dumps(view, ensure_ascii=False), flags=re.IGNORECASE)
+    words = [w for w in _TITLE_WORD.findall(title) if w[:1].isupper()]
+    return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text) for w in words)
+
+
+def blinding_terms(seed: EpisodeSeed) -> list[str]:
+    """The world title and SOURCE_TERMS, minus any that is (part of) a cast member's name, and minus
+    the title when it names a character (`title_names_a_character`): a judge must see the
+    characters' names, so "Hamlet" and "King Lear" stay where they name the character."""
+    names = [c.name.casefold() for c in seed.cast]
+    terms = [t for t in SOURCE_TERMS if not any(t.casefold() in n for n in names)]
+    if not title_names_a_character(seed):
+        terms.append(seed.world_title)
+    return sorted({t for t in terms if t}, key=len, reverse=True)
 
 
 def _blinding_pattern(terms: list[str]) -> re.Pattern[str] | None:
@@ -107,14 +207,17 @@ def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[Narra
 
     The world is shown under a neutral label, and its title and the source/author names are
     replaced by that label everywhere in the view (descriptions, opening, narratives), so no
-    source-revealing identifier reaches a judge."""
-    view = seed.judge_view()
+    source-revealing identifier reaches a judge — except a title that names a character, which
+    stays where it names the character. Our own construction wording that gives the source family
+    away (stage, scenes, "the simulation") is rewritten into neutral words with the same content."""
+    view = _apply(seed.judge_view(), _neutral_rewriter(seed))   # neutral wording first (issue 22)
     label = neutral_world_label(seed)
     out = _scrub({
         "language": view["language"],
         "initial_world": view["initial_world"],
         "opening": view["opening"],
-        "steps": [{"step": s.step, "player_action": s.player_action, "narrative": s.narrative} for s in steps],
+        "steps": [{"step": s.step, "day": s.day, "player_action": s.player_action, "narrative": s.narrative}
+                  for s in steps],
     }, _blinding_pattern(blinding_terms(seed)), label)
     out["initial_world"]["title"] = label
     return out
@@ -141,8 +244,14 @@ def _render_world(view: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _step_head(s: dict[str, Any]) -> str:
+    """`Step k (day d)`: the day marker the generation roles saw (temporal conflicts need it)."""
+    return f"Step {s['step']}" + (f" (day {s['day']})" if s.get("day") is not None else "")
+
+
 def _render_steps(steps: list[dict[str, Any]]) -> str:
-    return "\n\n".join(f"Step {s['step']}. Player: {s['player_action']}\n{s['narrative']}" for s in steps) or "(none)"
+    return "\n\n".join(f"{_step_head(s)}. Player: {s['player_action']}\n{s['narrative']}" for s in steps) \
+        or "(none)"
 
 
 # ---- requests ---------------------------------------------------------------------------
@@ -401,6 +510,19 @@ def judge_richness(client: CompletesMany, settings: Settings, judge: JudgePanel,
 
 
 # ---- reading stored trajectories --------------------------------------------------------
+def step_days(seed: EpisodeSeed, steps: pl.DataFrame) -> list[int | None]:
+    """Day of each narrated step as the generation history shows it: the start day plus the new-day
+    flags of steps 1..k (the Story Agent's flag moves the story to a new day at that step). None for
+    every step when the rows carry no `new_day` column."""
+    if "new_day" not in steps.columns:
+        return [None] * steps.height
+    day, out = seed.time.day, []
+    for flag in steps["new_day"].to_list():
+        day += 1 if flag else 0
+        out.append(day)
+    return out
+
+
 def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
                         seeds: dict[str, EpisodeSeed]) -> list[JudgedTrajectory]:
     """Rebuild the cell's trajectories from `wse_trajectory_steps` + `wse_trajectories` rows.
@@ -415,8 +537,9 @@ def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
             raise ValueError(f"wse_trajectories: seed_id {sid!r} ({row['model']}, {row['arch']}) "
                              "is not in wse_episode_seeds")
         mine = steps.filter((pl.col("seed_id") == sid) & pl.col("narrative").is_not_null()).sort("step")
-        narrated = tuple(NarratedStep(step=s["step"], player_action=s["player_option"], narrative=s["narrative"])
-                         for s in mine.iter_rows(named=True))
+        narrated = tuple(NarratedStep(step=s["step"], player_action=s["player_option"], narrative=s["narrative"],
+                                      day=d)
+                         for s, d in zip(mine.iter_rows(named=True), step_days(seeds[sid], mine)))
         if [s.step for s in narrated] != list(range(1, len(narrated) + 1)):
             raise ValueError(f"wse_trajectory_steps: seed {sid} ({row['model']}, {row['arch']}) has narrated "
                              f"steps {[s.step for s in narrated]}, expected 1..L")

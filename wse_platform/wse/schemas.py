@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 PLAYER_INTENT_ID = "player"      # source_intent_ids value of the player's attempt P_t
 MAX_PLOT_BEATS = 12
-MAX_MEMORY_OPS = 16
+MAX_MEMORY_OPS = 16   # a warning threshold only (see MemoryDelta)
 
 EndKind = Literal["death", "permanent_incapacity", "closed_story"]
 VerdictLabel = Literal["consistent", "inconsistent", "uncertain"]
@@ -101,7 +101,9 @@ class PlotBeat(_Out):
 
 
 class PlotPlan(_Out):
-    """At most 12 beats; at least one traces to the player's attempt; dependencies point to earlier beats."""
+    """At most 12 beats (App. A.2); at least one traces to the player's attempt; dependencies name
+    other beats of the plan. A dependency on a LATER beat is allowed (the paper states no order
+    rule; the list order is the narration order): `forward_dependencies` counts them."""
 
     beats: list[PlotBeat] = Field(min_length=1, max_length=MAX_PLOT_BEATS)
 
@@ -110,15 +112,21 @@ class PlotPlan(_Out):
         ids = [b.beat_id for b in self.beats]
         if len(set(ids)) != len(ids):
             raise ValueError(f"beat ids must be unique, got {ids}")
-        for pos, b in enumerate(self.beats):
+        for b in self.beats:
             _nonblank(b.content, f"content of beat {b.beat_id}")
-            bad = [d for d in b.depends_on if d not in ids[:pos]]
-            if bad:   # only earlier beats: keeps the plan acyclic and in narration order
-                raise ValueError(f"beat {b.beat_id} depends on {bad}, which are not earlier beats")
+            bad = [d for d in b.depends_on if d not in ids or d == b.beat_id]
+            if bad:
+                raise ValueError(f"beat {b.beat_id} depends on {bad}, which are not other beats of the plan")
         if not any(PLAYER_INTENT_ID in b.source_intent_ids for b in self.beats):
             raise ValueError(f"no beat traces to the player attempt (source_intent_ids must include "
                              f"{PLAYER_INTENT_ID!r} in at least one beat)")
         return self
+
+
+def forward_dependencies(plan: PlotPlan) -> int:
+    """Dependencies of a beat on a later beat of the plan (a counted warning, never a failure)."""
+    pos = {b.beat_id: i for i, b in enumerate(plan.beats)}
+    return sum(1 for i, b in enumerate(plan.beats) for d in b.depends_on if pos.get(d, -1) > i)
 
 
 @lru_cache(maxsize=1024)
@@ -218,9 +226,11 @@ MemoryOperation = Annotated[
 
 
 class MemoryDelta(_Out):
-    """Operations the World Memory Agent derives from N_t; applied all-or-nothing by the reducer."""
+    """Operations the World Memory Agent derives from N_t; applied all-or-nothing by the reducer.
+    No cap on their number (the paper states none); more than MAX_MEMORY_OPS is a counted warning
+    (`wse_trajectories.n_memory_ops_over_16`), never a failure."""
 
-    operations: list[MemoryOperation] = Field(max_length=MAX_MEMORY_OPS)
+    operations: list[MemoryOperation]
 
 
 # ---- Structured memory state -------------------------------------------------------------
@@ -402,7 +412,7 @@ class RichnessVerdict(_Out):
     """One judge's development units and anchored 1–5 ratings for a whole trajectory."""
 
     observed_steps: ClassVar[int | None] = None
-    units: list[DevelopmentUnit] = Field(max_length=80)
+    units: list[DevelopmentUnit]        # no cap: the paper states none (a long list is not a failure)
     rating_event_diversity: Rating
     rating_character_change: Rating
     rating_world_expansion: Rating
@@ -421,6 +431,6 @@ def richness_verdict_model(observed_steps: int) -> type[RichnessVerdict]:
     unit_cls = create_model("DevelopmentUnit", __base__=DevelopmentUnit,
                             step=(int, Field(ge=1, le=max(observed_steps, 1))))
     model = create_model("RichnessVerdict", __base__=RichnessVerdict,
-                         units=(list[unit_cls], Field(max_length=80)))
+                         units=(list[unit_cls], ...))
     model.observed_steps = observed_steps
     return model

@@ -26,6 +26,9 @@ class PlaySource:
     rule: SnapshotRule
     moment: str                # human description of the snapshot (documentation, English)
     location_hint: str | None = None  # native-language place when the act opens without a setting
+    # characters of the cast list who are in the house at the snapshot although they have not yet
+    # appeared (paper Table 2: The Father opens "with the Captain, Laura, and Bertha at home")
+    at_home: tuple[str, ...] = ()
 
 
 # The snapshot table: one row per play. Markers are located in the TEI; tests
@@ -52,26 +55,27 @@ DRACOR_PLAYS: tuple[PlaySource, ...] = (
                SnapshotRule(act=1, after_first_speech_of="LjubovAndreevna"),
                "Act I, immediately after the family's arrival in the nursery"),
     PlaySource("dracor_fadren", "swedracor/strindberg-fadren.xml",
-               SnapshotRule(act=1, segment=9, after_first_speech_of="spLaura"),
-               "Act I, at home: the Captain with Bertha when Laura joins them (scene 9, the first "
-               "moment all three are together)"),
+               SnapshotRule(act=1, segment=1, after_first_speech_of="spRyttmästarn"),
+               "Opening of Act I: the Captain (with the Pastor) at home; Laura, Bertha and the rest of "
+               "the household are in the house, not yet in the room (paper Table 2)",
+               at_home=("spLaura", "spBertha", "spSvärmodren", "spAmman", "spKalfaktorn")),
 )
 
 # Per-language phrases for DraCor world text (our own wording).
 PHRASES: dict[str, dict[str, str]] = {
-    "en": {"on_stage": "present in the scene", "off_stage": "not in the scene at the moment; last seen in {seg}",
+    "en": {"at_home": "at home, elsewhere in the house", "at_home_loc": "elsewhere in the house", "on_stage": "present in the scene", "off_stage": "not in the scene at the moment; last seen in {seg}",
            "offstage_loc": "elsewhere nearby, out of the scene", "shared": "{a} and {b} have already been on stage together (scenes: {n}; {segs})",
            "relation": "{a} and {b}: {name}", "just": "Most recently: {text}", "said": "{who} has just said: “{text}”",
            "character": "a character in {title}", "setting": "The play takes place here: {text}"},
-    "nb": {"on_stage": "til stede i scenen", "off_stage": "ikke i scenen akkurat nå; sist sett i {seg}",
+    "nb": {"at_home": "hjemme, et annet sted i huset", "at_home_loc": "et annet sted i huset", "on_stage": "til stede i scenen", "off_stage": "ikke i scenen akkurat nå; sist sett i {seg}",
            "offstage_loc": "et annet sted i nærheten, utenfor scenen", "shared": "{a} og {b} har allerede vært på scenen sammen (opptrinn: {n}; {segs})",
            "relation": "{a} og {b}: {name}", "just": "Nettopp skjedd: {text}", "said": "{who} har nettopp sagt: «{text}»",
            "character": "en person i {title}", "setting": "Handlingen foregår her: {text}"},
-    "ru": {"on_stage": "присутствует в сцене", "off_stage": "сейчас не в сцене; в последний раз появлялся(-ась): {seg}",
+    "ru": {"at_home": "дома, в другой комнате", "at_home_loc": "в другой комнате дома", "on_stage": "присутствует в сцене", "off_stage": "сейчас не в сцене; в последний раз появлялся(-ась): {seg}",
            "offstage_loc": "где-то поблизости, вне сцены", "shared": "{a} и {b} уже бывали на сцене вместе (сцен: {n}; {segs})",
            "relation": "{a} и {b}: {name}", "just": "Только что: {text}", "said": "{who} только что сказал(а): «{text}»",
            "character": "действующее лицо пьесы «{title}»", "setting": "Место действия: {text}"},
-    "sv": {"on_stage": "närvarande i scenen", "off_stage": "inte i scenen just nu; senast sedd i {seg}",
+    "sv": {"at_home": "hemma, någon annanstans i huset", "at_home_loc": "någon annanstans i huset", "on_stage": "närvarande i scenen", "off_stage": "inte i scenen just nu; senast sedd i {seg}",
            "offstage_loc": "någon annanstans i närheten, utanför scenen", "shared": "{a} och {b} har redan varit på scenen tillsammans (scener: {n}; {segs})",
            "relation": "{a} och {b}: {name}", "just": "Nyss: {text}", "said": "{who} har just sagt: ”{text}”",
            "character": "en person i {title}", "setting": "Handlingen utspelar sig här: {text}"},
@@ -125,7 +129,11 @@ def world_from_play(play: Play, source: PlaySource, source_ref: str) -> InitialW
                         seen_pairs.add((a, b))
                         shared.setdefault((a, b), []).append(seg.label)
     order = list(play.cast)
-    appeared = sorted(last_seg, key=order.index)
+    missing = [c for c in source.at_home if c not in play.cast]
+    if missing:
+        raise ValueError(f"{source.world_id}: at_home names {missing}, not in the cast list of {source.file}")
+    at_home = [c for c in source.at_home if c not in last_seg]
+    appeared = sorted([*last_seg, *at_home], key=order.index)
     present = set(snap.present)
 
     setting_text = snap.segment.setting if snap.segment.setting and not _is_entrance_only(play, snap.segment) else ""
@@ -138,6 +146,8 @@ def world_from_play(play: Play, source: PlaySource, source_ref: str) -> InitialW
             note = _last_own_stage(play, cid, snap.position)
             if note:
                 cond = f"{cond}; {note}"
+        elif cid in at_home:
+            cond, loc = ph["at_home"], ph["at_home_loc"]
         else:
             cond = ph["off_stage"].format(seg=last_seg[cid])
             loc = ph["offstage_loc"]

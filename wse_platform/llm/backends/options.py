@@ -19,7 +19,8 @@ VLLM_ENGINE_OPTIONS = frozenset({
 
 BACKEND_OPTIONS: dict[str, frozenset[str]] = {
     "embedded": frozenset({"n_ctx", "n_threads", "model_path", "repeat_penalty", "grammar_max_string_chars"}),
-    "litellm": frozenset({"structured_output", "max_retries", "retry_base_s", "timeout_s"}),
+    # tokenizer: read by 100-Endings position counting (wse_platform/endings/tokens.py), not the backend
+    "litellm": frozenset({"structured_output", "max_retries", "retry_base_s", "timeout_s", "tokenizer"}),
     "vllm": VLLM_ENGINE_OPTIONS | VLLM_CHAT_TEMPLATE_OPTIONS,
 }
 

@@ -46,8 +46,10 @@ def cell_metrics(frame: pl.DataFrame, info: Mapping[str, Any]) -> pl.DataFrame:
             "n": g.height, "n_with_narrative": int((g["length"] >= 1).sum()),
             "G": M.generation_coverage(g["length"].to_list(), h),
             "C_obs": c_obs, "C_adj": c_adj,
-            "R": float(r_vals.mean()) if r_vals.len() else None,
-            "R_weighted": richness_step_weighted(rated["R"], rated["length"]),
+            # R is the paper's cell Richness, weighted by observed steps (App. B.6); the plain mean
+            # over trajectories stays as a second column
+            "R": richness_step_weighted(rated["R"], rated["length"]),
+            "R_unweighted": float(r_vals.mean()) if r_vals.len() else None,
             "n_richness": int(r_vals.len()),
             "n_richness_judge_failures": int(g["n_richness_failed"].sum()),
             "n_contradictions": int(g["contradiction_observed"].sum()),

@@ -64,6 +64,55 @@ def _kind(failure_json: str | None) -> str:
         return "unknown"
 
 
+# Limits the paper does not state are warnings, never failures (issue 22): counted per role.
+WARN_MEMORY_OPS = "warning:memory_ops_over_16"          # a MemoryDelta with more than 16 operations
+WARN_FORWARD_DEP = "warning:plan_forward_dependency"    # a PlotPlan beat depending on a later beat
+WARN_UNITS = "warning:units_over_80"                    # a richness verdict listing more than 80 units
+
+
+def _json_list(value, key: str | None = None) -> list:
+    try:
+        data = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return []
+    if key is not None:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, list) else []
+
+
+def _forward(plan_json) -> bool:
+    beats = _json_list(plan_json, "beats")
+    pos = {b.get("beat_id"): i for i, b in enumerate(beats) if isinstance(b, dict)}
+    return any(pos.get(d, -1) > i for i, b in enumerate(beats) if isinstance(b, dict)
+               for d in b.get("depends_on") or [])
+
+
+def _warnings(trajectory_steps: pl.DataFrame, richness_verdicts: pl.DataFrame) -> pl.DataFrame | None:
+    """source=warnings rows (scope all / model): outputs kept although they pass a limit the paper
+    does not state (the old caps)."""
+    rows: list[dict] = []
+    st = trajectory_steps
+    for col, role, kind, hit in (
+            ("memory_delta_json", "wse.world_memory_agent", WARN_MEMORY_OPS,
+             lambda v: len(_json_list(v, "operations")) > 16),
+            ("plan_json", "wse.world_model", WARN_FORWARD_DEP, _forward)):
+        if col in st.columns:
+            rows += [{"model": m, "role": role, "error_kind": kind}
+                     for m, v in zip(st["model"].to_list(), st[col].to_list()) if v is not None and hit(v)]
+    rv = richness_verdicts
+    if "units_json" in rv.columns:
+        rows += [{"model": m, "role": "wse.richness_judge", "error_kind": WARN_UNITS}
+                 for m, v in zip(rv["model"].to_list(), rv["units_json"].to_list()) if len(_json_list(v)) > 80]
+    if not rows:
+        return None
+    df = pl.DataFrame(rows)
+    parts = [df.group_by("role", "error_kind").agg(n=pl.len()).with_columns(
+                 scope=pl.lit("all"), model=pl.lit(None, pl.String)),
+             df.group_by("model", "role", "error_kind").agg(n=pl.len()).with_columns(scope=pl.lit("model"))]
+    return pl.concat([p.select("scope", "model", "role", "error_kind", "n") for p in parts]).with_columns(
+        source=pl.lit("warnings"), model_group=pl.lit(None, pl.String), n_length_cut=pl.lit(None, pl.Int64))
+
+
 def failure_kinds(trajectory_steps: pl.DataFrame, consistency_verdicts: pl.DataFrame,
                   richness_verdicts: pl.DataFrame, llm_calls: pl.DataFrame | None = None,
                   params: TableParams | None = None) -> pl.DataFrame:
@@ -75,7 +124,9 @@ def failure_kinds(trajectory_steps: pl.DataFrame, consistency_verdicts: pl.DataF
     `failure_json`, judge votes with `failure_json`), by the evaluated model of the cell
     (scope all / group / model). source=attempts: invalid attempts in `llm_calls` (role wse.*), by
     the model that made the call (scope all / model); n_length_cut counts those that stopped at
-    the token budget (finish_reason = length).
+    the token budget (finish_reason = length). source=warnings: outputs kept although they pass a
+    limit the paper does not state (more than 16 memory operations, a plan beat depending on a later
+    beat, more than 80 richness units) — counted, never failures.
     """
     out: list[pl.DataFrame] = []
     gen = (trajectory_steps.filter(pl.col("failure_json").is_not_null())
@@ -97,6 +148,9 @@ def failure_kinds(trajectory_steps: pl.DataFrame, consistency_verdicts: pl.DataF
         agg = (pl.concat(parts).group_by("scope", "model_group", "model", "role", "error_kind")
                .agg(n=pl.len()).with_columns(source=pl.lit("outputs"), n_length_cut=pl.lit(None, pl.Int64)))
         out.append(agg)
+    warn = _warnings(trajectory_steps, richness_verdicts)
+    if warn is not None:
+        out.append(warn)
     if llm_calls is not None and llm_calls.height:
         calls = llm_calls.filter(pl.col("role").str.starts_with("wse.") & ~pl.col("valid").fill_null(False))
         if "finish_reason" not in calls.columns:

@@ -141,12 +141,26 @@ def pooled_km(pooled: tuple[np.ndarray, np.ndarray, tuple[int, int]], weights: n
 
 
 def _day_at_contradiction(steps: pl.DataFrame | None) -> pl.DataFrame | None:
-    """Per trajectory: the day index at its steps (new_day flags on earlier and current steps)."""
+    """Per trajectory: the relative day of each step, counted from 1 (the opening's day is day 1;
+    each new_day flag on an earlier or the current step adds one) — the paper's Table 7 values
+    (≈ 1.1) imply counting from 1."""
     if steps is None or not steps.height:
         return None
     return (steps.sort(TRAJ + ["step"])
-            .with_columns(day=pl.col("new_day").fill_null(False).cast(pl.Int64).cum_sum().over(TRAJ))
+            .with_columns(day=1 + pl.col("new_day").fill_null(False).cast(pl.Int64).cum_sum().over(TRAJ))
             .select(TRAJ + ["step", "day"]))
+
+
+def _equal_model_exposure(g: pl.DataFrame, horizon: int) -> dict[str, Any]:
+    """Table 7's realized temporal exposure as equal-model means: per model over its trajectories
+    (all architectures), then the mean over models."""
+    per = (g.group_by("model").agg(
+        mean_length=pl.col("length").mean(),
+        day_advance_pct=100.0 * pl.col("day_advances").fill_null(0).sum() / pl.col("length").sum(),
+        full_horizon_pct=100.0 * (pl.col("length") == horizon).mean()))
+    mean = {c: (float(per[c].drop_nans().mean()) if per[c].drop_nans().len() else None)
+            for c in ("mean_length", "day_advance_pct", "full_horizon_pct")} if per.height else {}
+    return {"n_trajectories": g.height, **mean}
 
 
 def source_family_pooled(frame: pl.DataFrame, info: Mapping[str, Any], params: TableParams,
@@ -155,10 +169,13 @@ def source_family_pooled(frame: pl.DataFrame, info: Mapping[str, Any], params: T
 
     Each model's trajectories are pooled over its architectures into one Kaplan–Meier per
     source family (row_kind=model_family: per model, with bootstrap CIs); the family value is the
-    equal-model mean of those (row_kind=family_pooled, CIs from the same draws). Also: the
-    equal-model mean first-contradiction step and the mean relative day at the contradiction
-    (day index reached at that step, counted from the world's start day 0 by new_day flags;
-    needs `wse_trajectory_steps`, else NULL).
+    equal-model mean of those (row_kind=family_pooled, CIs from the same draws), with the exposure
+    rows as equal-model means (mean observed steps, day-advance %, full-horizon %); the DraCor
+    contrasts of those family means (row_kind=contrast_pooled, same draws) and the leave-one-play-out
+    rows with the same method (row_kind=leave_one_play_out_pooled, Fig. 15). Also: the equal-model
+    mean first-contradiction step and the mean relative day at the contradiction (counted from 1:
+    the start day is day 1, each new_day flag up to that step adds one; needs
+    `wse_trajectory_steps`, else NULL).
     """
     h = info["horizon"]
     families = sorted(frame["source_family"].unique().to_list())
@@ -169,11 +186,16 @@ def source_family_pooled(frame: pl.DataFrame, info: Mapping[str, Any], params: T
     models, pool = model_pool_matrix(panel.cells)
     pooled = {f: pooled_arrays(bs.prepare(panel.subset(units[f])), pool) for f in families}
 
-    def stat(w: np.ndarray) -> dict[str, np.ndarray]:
+    contrasts = [o for o in ("itp", "smallville") if {"dracor", o} <= set(families)]
+    seed_world = dict(frame.select("seed_id", "world_id").unique().iter_rows())
+
+    def stat(w: np.ndarray, keep: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         out = {}
-        per = {f: pooled_km(pooled[f], w[:, units[f]]) for f in families}
+        per = {f: pooled_km(pooled[f], w[:, units[f]] * (keep[f] if keep else 1.0)) for f in families}
         for m in ("C_obs", "C_adj"):
-            cols = [per[f][m] for f in families] + [np.nanmean(per[f][m], axis=1, keepdims=True) for f in families]
+            means = {f: np.nanmean(per[f][m], axis=1, keepdims=True) for f in families}
+            cols = [per[f][m] for f in families] + [means[f] for f in families] + \
+                   [means["dracor"] - means[o] for o in contrasts]      # DraCor contrasts, same method
             out[m] = np.column_stack(cols)
         return out
 
@@ -202,8 +224,29 @@ def source_family_pooled(frame: pl.DataFrame, info: Mapping[str, Any], params: T
         rows.append({"row_kind": "family_pooled", "source_family": f, "model": None,
                      "mean_first_contradiction_step": per_model["t"].mean() if per_model.height else None,
                      "relative_day_at_contradiction": per_model["d"].mean() if per_model.height else None,
-                     "n_worlds": frame.filter(pl.col("source_family") == f)["world_id"].n_unique(), "_j": j})
+                     "n_worlds": frame.filter(pl.col("source_family") == f)["world_id"].n_unique(), "_j": j,
+                     **_equal_model_exposure(frame.filter(pl.col("source_family") == f), h)})
         j += 1
+    for o in contrasts:
+        rows.append({"row_kind": "contrast_pooled", "source_family": None, "model": None,
+                     "contrast": f"dracor-{o}", "_j": j})
+        j += 1
+    # leave one DraCor play out, per-model pooled (Fig. 15): point estimates on the remaining seeds
+    dracor_worlds = sorted(frame.filter(pl.col("source_family") == "dracor")["world_id"].unique().to_list())
+    lopo = []
+    for world in dracor_worlds if len(dracor_worlds) > 1 else []:
+        keep = {f: np.array([0.0 if seed_world[panel.unit_ids[i]] == world else 1.0 for i in units[f]])
+                for f in families}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est = stat(np.ones((1, len(panel.unit_ids))), keep)
+        base = len(families) * len(models)
+        cols = [("dracor", None, base + families.index("dracor"))] + \
+               [(None, f"dracor-{o}", base + len(families) + i) for i, o in enumerate(contrasts)]
+        for fam, contrast, k in cols:
+            lopo.append({"row_kind": "leave_one_play_out_pooled", "source_family": fam, "model": None,
+                         "contrast": contrast, "dropped_world": world, "n_worlds": len(dracor_worlds) - 1,
+                         "C_obs": est["C_obs"][0, k], "C_adj": est["C_adj"][0, k]})
     for row in rows:
         k = row.pop("_j")
         for m in ("C_obs", "C_adj"):
@@ -211,4 +254,6 @@ def source_family_pooled(frame: pl.DataFrame, info: Mapping[str, Any], params: T
             row[m], row[f"{m}_lo"], row[f"{m}_hi"] = point[m][0, k], lo[0], hi[0]
         row.update(n_draws=params.bootstrap_draws, bootstrap_seed=params.bootstrap_seed,
                    judge_config_id=info["consistency_judge_id"])
-    return _rows("wse_source_family", rows)
+    for row in lopo:
+        row.update(n_draws=None, bootstrap_seed=None, judge_config_id=info["consistency_judge_id"])
+    return _rows("wse_source_family", rows + lopo)

@@ -10,7 +10,10 @@ at least MIN_SHARE of the claim's tokens occur in its text at one step. A vote's
 best-scoring matching component (`none` without a match, `not_localized` without a claim); the
 trajectory's origin is the plurality over its votes (`plurality_tie` when tied). `persisted`:
 the origin component carried the matching content at more than one step. These are possible
-precursors, not causes.
+precursors, not causes. As the paper counts them (App. C): `ca_precursor` (a strong Character-Agent
+match in any vote), `ca_through_world_model` (that claim also in the World Model's plan at that
+step or later) and `world_model_only` (a World Model match, no Character-Agent match), per
+trajectory and as row_kind = trace_summary counts.
 """
 from __future__ import annotations
 
@@ -69,12 +72,12 @@ def step_tokens(steps: list[dict[str, Any]]) -> list[tuple[int, dict[str, set[st
     return [(s["step"], {c: content_tokens(t) for c, t in _texts(s).items()}) for s in steps]
 
 
-def vote_origin(claim: str | None, tokens_by_step: list[tuple[int, dict[str, set[str]]]], t: int
-                ) -> tuple[str, int | None, bool, float]:
-    """(origin, first step it matched, persisted, best score) of one vote's conflicting claim."""
+def vote_hits(claim: str | None, tokens_by_step: list[tuple[int, dict[str, set[str]]]], t: int
+              ) -> dict[str, list[tuple[int, float]]] | None:
+    """Per component, the (step, score) of every strong match of one claim (None: no claim)."""
     claim_tokens = content_tokens(claim)
     if not claim_tokens:
-        return "not_localized", None, False, 0.0
+        return None
     hits: dict[str, list[tuple[int, float]]] = {c: [] for c in COMPONENTS}
     for step, toks in tokens_by_step:
         for comp in COMPONENTS:
@@ -84,6 +87,30 @@ def vote_origin(claim: str | None, tokens_by_step: list[tuple[int, dict[str, set
             score = shared / len(claim_tokens) if shared >= MIN_SHARED else 0.0
             if score >= MIN_SHARE:
                 hits[comp].append((step, score))
+    return hits
+
+
+def trace_flags(all_hits: list[dict[str, list[tuple[int, float]]] | None]) -> dict[str, bool]:
+    """Table 3 lower half / App. C as the paper counts trajectories: a strong Character-Agent
+    precursor (any vote), one that persists through the World Model (the same claim also matches
+    the World Model's plan at that step or later), and a World-Model-only precursor (a World Model
+    match and no Character-Agent match in any vote)."""
+    hs = [h for h in all_hits if h is not None]
+    ca = any(h["character_agent"] for h in hs)
+    through = any(w >= c for h in hs for c, _ in h["character_agent"] for w, _ in h["world_model"])
+    wm = any(h["world_model"] for h in hs)
+    return {"ca_precursor": ca, "ca_through_world_model": through, "world_model_only": wm and not ca}
+
+
+TRACES = ("ca_precursor", "ca_through_world_model", "world_model_only")
+
+
+def vote_origin(claim: str | None, tokens_by_step: list[tuple[int, dict[str, set[str]]]], t: int
+                ) -> tuple[str, int | None, bool, float]:
+    """(origin, first step it matched, persisted, best score) of one vote's conflicting claim."""
+    hits = vote_hits(claim, tokens_by_step, t)
+    if hits is None:
+        return "not_localized", None, False, 0.0
     scored = {c: max(sc for _, sc in h) for c, h in hits.items() if h}
     if not scored:
         return "none", None, False, 0.0
@@ -116,6 +143,7 @@ def precursor_audit(frame: pl.DataFrame, consistency_verdicts: pl.DataFrame, tra
         claims = claims_of.get(k, [])
         mine = step_tokens(steps_of.get(k, [])) if claims else []
         origins = [vote_origin(c, mine, t) for c in claims] or [("not_localized", None, False, 0.0)]
+        flags = trace_flags([vote_hits(c, mine, t) for c in claims])
         counts = Counter(o[0] for o in origins).most_common()
         tied = len(counts) > 1 and counts[0][1] == counts[1][1]
         origin = "plurality_tie" if tied else counts[0][0]
@@ -124,7 +152,8 @@ def precursor_audit(frame: pl.DataFrame, consistency_verdicts: pl.DataFrame, tra
                      "seed_id": tr["seed_id"], "first_contradiction": t, "origin": origin,
                      "origin_step": min((o[1] for o in pick if o[1] is not None), default=None),
                      "persisted": any(o[2] for o in pick) if pick else None,
-                     "match_score": max((o[3] for o in pick), default=None), "n_votes": len(claims)})
+                     "match_score": max((o[3] for o in pick), default=None), "n_votes": len(claims),
+                     **flags})
     per = list(rows)
     scopes: list[tuple[str, str | None, str | None, list[dict]]] = [("all", None, None, per)]
     models = sorted({r["model"] for r in per})
@@ -140,6 +169,11 @@ def precursor_audit(frame: pl.DataFrame, consistency_verdicts: pl.DataFrame, tra
             rows.append({"row_kind": "summary", "scope": scope, "model_group": group, "model": model,
                          "origin": origin, "n": len(hit), "pct": 100.0 * len(hit) / len(sub),
                          "n_persisted": sum(1 for r in hit if r["persisted"]), "n_trajectories": len(sub)})
+        for trace in TRACES:   # the paper's counts (not exclusive: a trajectory may have several)
+            hit = [r for r in sub if r[trace]]
+            rows.append({"row_kind": "trace_summary", "scope": scope, "model_group": group, "model": model,
+                         "origin": trace, "n": len(hit), "pct": 100.0 * len(hit) / len(sub),
+                         "n_trajectories": len(sub)})
     for r in rows:
         r["judge_config_id"] = cj
     return _rows("wse_precursor_audit", rows)

@@ -94,7 +94,8 @@ def cost_contrasts(llm_calls: pl.DataFrame, cells: pl.DataFrame, params: TablePa
     """`wse_cost_contrasts` (Fig. 11): row_kind=cell — generation tokens and cost per trajectory and
     per observed narrative step next to G; row_kind=contrast — the architecture contrasts of tokens
     and cost per trajectory and of G, averaged over pairs within a model (scope=model) and over
-    models within a group (scope=group)."""
+    models within a group (scope=group); `pct_*` are the same as within-model percentage changes
+    (100·(a − b)/b per pair, averaged over pairs, then over models: the bars of Fig. 11)."""
     cost = cell_costs(llm_calls)
     c = cells.select(CELL + ["n", "G", "horizon"]).join(cost, on=CELL, how="left").with_columns(
         steps=pl.col("G") / 100.0 * pl.col("horizon") * pl.col("n"))
@@ -109,6 +110,7 @@ def cost_contrasts(llm_calls: pl.DataFrame, cells: pl.DataFrame, params: TablePa
     by = {(r["model"], r["arch"]): r for r in c.iter_rows(named=True)}
     per_model = []
     values = ("tokens_per_trajectory", "cost_per_trajectory", "G")
+    pcts = tuple(f"pct_{v}" for v in values)
     for model in sorted(c["model"].unique().to_list()):
         archs = [a for m, a in by if m == model]
         for contrast in CONTRASTS:
@@ -121,9 +123,14 @@ def cost_contrasts(llm_calls: pl.DataFrame, cells: pl.DataFrame, params: TablePa
                 ds = [by[(model, a)][v] - by[(model, b)][v] for a, b in pairs
                       if by[(model, a)][v] is not None and by[(model, b)][v] is not None]
                 row[v] = float(np.mean(ds)) if ds else None
+                # Fig. 11: within-model percentage change of each pair, averaged over the model's pairs
+                ps = [100.0 * (by[(model, a)][v] - by[(model, b)][v]) / by[(model, b)][v] for a, b in pairs
+                      if by[(model, a)][v] is not None and by[(model, b)][v] not in (None, 0)]
+                row[f"pct_{v}"] = float(np.mean(ps)) if ps else None
             per_model.append(row)
-    for r in _group_rows(per_model, params, values) + per_model:
-        rows.append({"row_kind": "contrast", **{k: v for k, v in r.items() if k not in values},
+    for r in _group_rows(per_model, params, values + pcts) + per_model:
+        rows.append({"row_kind": "contrast", **{k: v for k, v in r.items() if k not in values + pcts},
                      "delta_tokens_per_trajectory": r["tokens_per_trajectory"],
-                     "delta_cost_per_trajectory": r["cost_per_trajectory"], "delta_G": r["G"]})
+                     "delta_cost_per_trajectory": r["cost_per_trajectory"], "delta_G": r["G"],
+                     **{p: r[p] for p in pcts}})
     return _finish("wse_cost_contrasts", _rows("wse_cost_contrasts", rows))

@@ -14,7 +14,7 @@ _F, _I, _S, _B = pl.Float64, pl.Int64, pl.String, pl.Boolean
 FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "wse_cell_metrics": {
         "model": _S, "arch": _S, "judge_config_id": _S, "richness_judge_config_id": _S, "horizon": _I,
-        "n": _I, "n_with_narrative": _I, "G": _F, "C_obs": _F, "C_adj": _F, "R": _F, "R_weighted": _F, "n_richness": _I,
+        "n": _I, "n_with_narrative": _I, "G": _F, "C_obs": _F, "C_adj": _F, "R": _F, "R_unweighted": _F, "n_richness": _I,
         "n_richness_judge_failures": _I, "n_contradictions": _I, "n_censored_no_majority": _I, "n_failures": _I,
         **{f"fail_{c}": _I for c in FAILURE_COMPONENTS}, "n_story_endings": _I, **{f"end_{k}": _I for k in END_KINDS}},
     "wse_architecture_contrasts": {
@@ -57,7 +57,8 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "wse_precursor_audit": {
         "row_kind": _S, "scope": _S, "model_group": _S, "model": _S, "arch": _S, "seed_id": _S,
         "first_contradiction": _I, "origin": _S, "origin_step": _I, "persisted": _B, "match_score": _F,
-        "n_votes": _I, "n": _I, "pct": _F, "n_persisted": _I, "n_trajectories": _I, "judge_config_id": _S},
+        "n_votes": _I, "n": _I, "pct": _F, "n_persisted": _I, "n_trajectories": _I, "judge_config_id": _S,
+        "ca_precursor": _B, "ca_through_world_model": _B, "world_model_only": _B},
     "wse_full_horizon_contrasts": {
         "scope": _S, "model_group": _S, "model": _S, "contrast": _S, "n_models": _I, "n_pairs": _I,
         "delta_C": _F, "delta_R": _F, "horizon": _I, "judge_config_id": _S},
@@ -65,9 +66,9 @@ FINAL_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "row_kind": _S, "scope": _S, "model_group": _S, "model": _S, "arch": _S, "contrast": _S, "n_models": _I,
         "n_pairs": _I, "n_calls": _I, "tokens_per_trajectory": _F, "cost_per_trajectory": _F,
         "tokens_per_step": _F, "G": _F, "delta_tokens_per_trajectory": _F, "delta_cost_per_trajectory": _F,
-        "delta_G": _F},
+        "delta_G": _F, "pct_tokens_per_trajectory": _F, "pct_cost_per_trajectory": _F, "pct_G": _F},
     "wse_human_validation": {"study": _S, "statistic": _S, "value": _F, "n": _I, "n_unmatched": _I,
-                             "judge_config_id": _S},
+                             "judge_config_id": _S, "value_lo": _F, "value_hi": _F, "labels": _S},
 }
 
 
