@@ -90,7 +90,11 @@ def cmd_materialize(args) -> int:
         print("nothing to do: every selected asset is fresh")
         return 0
     steps = plan(defs, keys, partitions)
-    report = execute(defs, steps, instance, tags={"wse/cli": "materialize", "wse/stale": str(args.stale).lower()})
+    tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
+    from wse_platform.parallel_runs import default_parallel, execute_parallel
+    parallel = getattr(args, "parallel", None) or default_parallel(settings)
+    report = (execute_parallel(defs, steps, instance, settings, parallel, tags=tags) if parallel > 1
+              else execute(defs, steps, instance, tags=tags))
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
@@ -262,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partition", nargs="*", help="partition keys, e.g. 'B1|smollm2'")
     p.add_argument("--stale", action="store_true", help="only stale or missing partitions")
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="runs (cells) at once; default 1 with in-process models, else the run queue's limit")
     p.set_defaults(func=cmd_materialize)
 
     p = sub.add_parser("status", help="list stale and missing cells with causes")

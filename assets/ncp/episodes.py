@@ -71,7 +71,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                                            generation_version=versions.ncp_cell_version(s, model, arch))
         with llm.session(context) as client:
             result = run_episodes(client, specs, setup,
-                                  progress=lambda t, T: context.log.info(f"NCP {model}/{arch}: turn {t}/{T} done"))
+                                  progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"))
         eps = episode_frame(result.episode_rows())
         turns = turn_frame(result.turn_rows())
         key = {"model": model, "arch": arch}
