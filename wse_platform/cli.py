@@ -37,6 +37,11 @@ def _defs(args):
     return build_definitions(args.config, no_cache=getattr(args, "no_cache", False))
 
 
+def _defs_loader(args) -> tuple:
+    """How a worker process of `wse materialize --parallel` rebuilds `_defs(args)`."""
+    return "wse_platform.definitions:build_definitions", (args.config, getattr(args, "no_cache", False))
+
+
 def _select(defs, patterns: list[str] | None):
     from wse_platform.runner import materializable
     keys = list(materializable(defs))
@@ -93,7 +98,7 @@ def cmd_materialize(args) -> int:
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     from wse_platform.parallel_runs import default_parallel, execute_parallel
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
-    report = (execute_parallel(defs, steps, instance, settings, parallel, tags=tags) if parallel > 1
+    report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags) if parallel > 1
               else execute(defs, steps, instance, tags=tags))
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]

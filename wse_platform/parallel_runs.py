@@ -5,23 +5,23 @@ run starts as soon as the runs it depends on have finished (a cell's judging wai
 cell's generation only; a table over all cells waits for every cell), up to `parallel` runs
 at once, and at most `settings.concurrency[backend]` runs per backend of the cell's model —
 the same limits the run queue applies to UI-launched runs through the `wse/backend` tag
-(`dagster.yaml`, written by `runner.ensure_dagster_home`). Runs are in-process
-(`execute_in_process`) in threads of one process, so they share the process's LLM
-runtimes and their in-flight limits per endpoint; each run is recorded in the instance as
-before (UI, staleness, `wse status` see them). The request flow inside a cell is
-`wse_platform.flow`.
+(`dagster.yaml`, written by `runner.ensure_dagster_home`). Each run executes in one of
+`parallel` worker processes (spawned once, each loading the definitions once, then running
+one run at a time with `execute_in_process`, as the sequential path does): Dagster's
+in-process execution is not thread-safe (two runs starting in threads of one process
+deadlock in its logging set-up). The in-flight limit per endpoint across these processes is
+the LLM client's (`wse_platform.llm`). Each run is recorded in the instance as before (UI,
+staleness, `wse status` see them). The request flow inside a cell is `wse_platform.flow`.
 
-Signals: the first SIGINT/SIGTERM starts no further run and lets the running ones finish
-(Dagster cannot interrupt a run outside the main thread); a second one exits at once (the
-next `wse` command marks those runs failed, see `runner.fail_orphaned_runs`).
+Signals: Ctrl-C reaches the workers too (one process group): Dagster interrupts their runs
+and records them failed; the first SIGINT/SIGTERM also starts no further run; a worker killed
+with -9 leaves a run the next `wse` command marks failed (`runner.fail_orphaned_runs`).
 """
 from __future__ import annotations
 
-import functools
-import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
 from wse_platform.config import Settings
 
@@ -38,12 +38,11 @@ def default_parallel(settings: Settings) -> int:
 
 
 def step_backend(settings: Settings, partition_key: str | None) -> str:
-    """The backend of a cell's model (`model|arch` partitions), else "none" (no per-backend limit)."""
-    if not partition_key or "|" not in partition_key:
-        return "none"
-    model = partition_key.split("|", 1)[0]
-    cfg = settings.models.get(model)
-    return cfg.backend if cfg is not None else "none"
+    """The backend of a cell's model (`arch|model` partitions), else "none" (no per-backend limit)."""
+    for part in str(partition_key or "").split("|"):
+        if part in settings.models:
+            return settings.models[part].backend
+    return "none"
 
 
 def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
@@ -74,77 +73,82 @@ def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
     return out
 
 
-def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int,
+def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int, loader: tuple,
                      tags: dict[str, str] | None = None, echo=print):
-    """Run the planned steps, each as soon as its dependencies are done (see the module doc)."""
-    from wse_platform.runner import (QUIET_RUN_CONFIG, RunReport, StopOnSignal, _first_error, _remote_origin,
-                                     process_tags)
+    """Run the planned steps in `parallel` worker processes, each step as soon as its dependencies are
+    done (see the module doc). `loader` = ("module:function", args) rebuilds `defs` in a worker."""
+    import multiprocessing
+
+    from wse_platform.runner import RunReport, StopOnSignal
 
     deps = step_dependencies(defs, steps)
     limits = {b: max(1, int(n)) for b, n in settings.concurrency.items()}
     backends = [step_backend(settings, s.partition_key) for s in steps]
-    job = defs.resolve_implicit_global_asset_job_def()
-    origin = _remote_origin(job.name)
-    run_tags = {**(tags or {}), **process_tags()}
     report = RunReport()
-    lock = threading.Lock()
-
-    def run(i: int):
-        step = steps[i]
-        t0 = time.perf_counter()
-        try:
-            result = job.execute_in_process(run_config=QUIET_RUN_CONFIG, instance=instance,
-                                            partition_key=step.partition_key, raise_on_error=False,
-                                            tags={**run_tags, "wse/backend": backends[i]},
-                                            asset_selection=list(step.keys))
-            ok, why = result.success, (None if result.success else _first_error(result))
-        except Exception as err:  # a run that could not even start: reported, the others go on
-            ok, why = False, f"{type(err).__name__}: {err}"
-        dt = time.perf_counter() - t0
-        with lock:
-            report.steps.append((step, ok, dt))
-        echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok else f"    [{i + 1}/{len(steps)}] FAILED after "
-             f"{dt:.1f}s: {why}")
-        return ok
-
-    original = instance.create_run_for_job
-    if origin is not None:  # once for all threads (see runner.run_in_location)
-        instance.create_run_for_job = functools.partial(original, remote_job_origin=origin)  # type: ignore[method-assign]
     pending = list(range(len(steps)))
     finished: set[int] = set()
     running: dict[Future, int] = {}
     in_use: dict[str, int] = {}
-    try:
-        with StopOnSignal() as stop, ThreadPoolExecutor(max_workers=max(1, parallel),
-                                                        thread_name_prefix="wse-run") as pool:
-            while pending or running:
-                if not stop.signal_name:
-                    for i in list(pending):
-                        if len(running) >= parallel:
-                            break
-                        b = backends[i]
-                        if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30):
-                            continue
-                        pending.remove(i)
-                        in_use[b] = in_use.get(b, 0) + 1
-                        echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
-                        running[pool.submit(run, i)] = i
-                elif not running:
-                    break
-                if not running:
-                    if pending:  # cannot happen: steps depend on earlier steps only
-                        raise RuntimeError(f"no run can start: {[steps[i].label() for i in pending]}")
-                    break
-                done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = running.pop(fut)
-                    finished.add(i)
-                    in_use[backends[i]] -= 1
-            report.interrupted_by = stop.signal_name
-    finally:
-        if origin is not None:
-            del instance.create_run_for_job
+    ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
+    with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, parallel), mp_context=ctx,
+                                                     initializer=_init_worker, initargs=(loader,)) as pool:
+        while pending or running:
+            if not stop.signal_name:
+                for i in list(pending):
+                    if len(running) >= parallel:
+                        break
+                    b = backends[i]
+                    if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30):
+                        continue
+                    pending.remove(i)
+                    in_use[b] = in_use.get(b, 0) + 1
+                    echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
+                    keys = [k.to_user_string() for k in steps[i].keys]
+                    running[pool.submit(_run_step, keys, steps[i].partition_key,
+                                        {**(tags or {}), "wse/backend": b})] = i
+            if not running:
+                break
+            done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                finished.add(i)
+                in_use[backends[i]] -= 1
+                try:
+                    ok, why, dt = fut.result()
+                except Exception as err:  # the worker died (killed, out of memory)
+                    ok, why, dt = False, f"worker process failed: {type(err).__name__}: {err}", 0.0
+                report.steps.append((steps[i], ok, dt))
+                echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
+                     else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
+        report.interrupted_by = stop.signal_name
     if report.interrupted_by:
         echo(f"interrupted by {report.interrupted_by}: {len(report.steps)} of {len(steps)} runs finished "
-             f"(the running ones were let finish); {len(steps) - len(report.steps)} not started")
+             f"(runs under way were interrupted and recorded as failed); {len(steps) - len(report.steps)} "
+             "not started")
     return report
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(loader: tuple) -> None:
+    """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
+    import importlib
+
+    from dagster import DagsterInstance
+
+    target, args = loader
+    module, func = target.split(":")
+    _WORKER["defs"] = getattr(importlib.import_module(module), func)(*args)
+    _WORKER["instance"] = DagsterInstance.get()
+
+
+def _run_step(keys: list[str], partition_key: str | None, tags: dict[str, str]) -> tuple[bool, str | None, float]:
+    from dagster import AssetKey
+
+    from wse_platform.runner import RunPlanStep, _first_error, run_in_location
+
+    t0 = time.perf_counter()
+    step = RunPlanStep([AssetKey.from_user_string(k) for k in keys], partition_key)
+    result = run_in_location(_WORKER["defs"], step, _WORKER["instance"], tags)
+    return result.success, (None if result.success else _first_error(result)), time.perf_counter() - t0
