@@ -59,8 +59,12 @@ def instance(schema: dict, root: dict | None = None, index: int = 0) -> Any:
         for name, sub in props.items():
             out[name] = instance(sub, root, 0)
         return out
+    if t == "array" and "prefixItems" in schema:  # a fixed tuple (one intent per NPC, in order)
+        return [instance(p, root, 0) for p in schema["prefixItems"]]
     if t == "array":
         item = schema.get("items", {})
+        if "enum" in _deref(item, root) and schema.get("maxItems", 1) >= 1:
+            return [instance(item, root, 0)]  # e.g. source ids: the first allowed one
         n = int(schema.get("minItems", 0))
         enum = _id_enum(item, root)
         if enum is not None and n == 0 and schema.get("maxItems", 1) >= len(enum[1]):
@@ -77,9 +81,18 @@ def instance(schema: dict, root: dict | None = None, index: int = 0) -> Any:
         return False
     if t == "null":
         return None
+    text = f"The story goes on, {_word()} and {_word()}."   # varied: no two answers share a cache key downstream
     n = max(int(schema.get("minLength", 1)), 1)
-    text = "The story continues quietly."
     return (text * (n // len(text) + 1))[:max(n, len(text))][: schema.get("maxLength", 10_000)]
+
+
+_WORDS = ("quietly", "slowly", "at dusk", "in the rain", "by the river", "with a lantern", "in the hall", "at dawn",
+          "in secret", "with a friend", "after the storm", "before noon", "near the gate", "in the garden")
+_RNG = random.Random(1)
+
+
+def _word() -> str:
+    return f"{_RNG.choice(_WORDS)} {_RNG.randrange(10**6)}"
 
 
 def _needs_one(schema: dict) -> bool:
@@ -108,7 +121,7 @@ def answer(body: dict) -> str:
     m = _CHOICES.search(system)
     if m:
         return m.group(1).split(", ")[0]
-    return "I walk to the door and listen. Then the story goes on to its end, quietly."
+    return f"I walk to the door and listen. Then the story goes on to its end, {_word()}."
 
 
 # ---- the server ---------------------------------------------------------------------------------
@@ -133,15 +146,15 @@ class Fleet:
         arrival = time.time()
         n = int(body.get("n") or 1)
         await asyncio.gather(*(self.sequence(arrival) for _ in range(n)))
-        text = answer(body)
+        texts = [answer(body) for _ in range(n)]
         words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        out = sum(len(t.split()) for t in texts)
         return web.json_response({
             "id": f"fleet-{self.rng.getrandbits(32):x}", "object": "chat.completion", "created": int(arrival),
             "model": body.get("model", "fleet"),
-            "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                        for i in range(n)],
-            "usage": {"prompt_tokens": words, "completion_tokens": n * len(text.split()),
-                      "total_tokens": words + n * len(text.split())},
+            "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
+                        for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": words, "completion_tokens": out, "total_tokens": words + out},
         })
 
     async def models(self, request: web.Request) -> web.Response:
