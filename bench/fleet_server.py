@@ -49,6 +49,8 @@ def instance(schema: dict, root: dict | None = None, index: int = 0) -> Any:
         return schema["const"]
     if "enum" in schema:
         values = schema["enum"]
+        if "PENDING" in values:  # NCP commitment statuses: the story goes on to t_max
+            return "PENDING"
         return values[index % len(values)]
     t = schema.get("type")
     if isinstance(t, list):
