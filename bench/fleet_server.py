@@ -65,7 +65,7 @@ def instance(schema: dict, root: dict | None = None, index: int = 0) -> Any:
         return [instance(p, root, 0) for p in schema["prefixItems"]]
     if t == "array":
         item = schema.get("items", {})
-        if "enum" in _deref(item, root) and schema.get("maxItems", 1) >= 1:
+        if ("enum" in _deref(item, root) or "const" in _deref(item, root)) and schema.get("maxItems", 1) >= 1:
             return [instance(item, root, 0)]  # e.g. source ids: the first allowed one
         n = int(schema.get("minItems", 0))
         enum = _id_enum(item, root)
