@@ -71,7 +71,8 @@ def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: t
                                                                  "memory+adversarial"]}
     endings = {**raw.get("endings", {}), "forecaster": "fleet", "judge": "fleet-j1", "allow_same_model": False,
                "generators": [], "k": 100, "max_positions_per_story": None, "position_stride": stride,
-               "max_human_stories": scale[2]}
+               "max_human_stories": scale[2], "min_words": 0,
+               "corpora": [{**c, "max_words": 100_000} for c in raw.get("endings", {}).get("corpora", [])]}
     raw["wse"] = wse if bench == "wse" else {**raw.get("wse", {}), **off_wse}
     raw["ncp"] = ncp if bench == "ncp" else {**raw.get("ncp", {}), **off_ncp}
     raw["endings"] = endings if bench == "endings" else {**raw.get("endings", {}), **off_end}
