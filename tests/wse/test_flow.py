@@ -88,3 +88,25 @@ def test_consistency_judging_flows_per_trajectory(tmp_path):
     out = judge_consistency(client, settings, settings.wse.consistency_judge, [trajectory("A", 3), trajectory("B", 3)])
     assert seen == [True] * 3, "trajectory B's step 3 was not judged while A's step 1 was outstanding"
     assert out.verdicts.height == 3 * 3 * 2
+
+
+def test_batch_only_backends_get_one_batch_per_phase():
+    """On a batch-only backend (offline vLLM) the live items' requests are merged into one batch."""
+    from wse_platform import flow
+
+    class Client:
+        def __init__(self):
+            self.batches = []
+
+        def complete_many(self, reqs):
+            self.batches.append(list(reqs))
+            return [f"answer {r}" for r in reqs]
+
+    def item(client, name):
+        steps = 3 if name == "a" else 2          # `b` finishes first: the next batch holds `a` alone
+        return [client.complete_many([f"{name}{t}"])[0] for t in range(steps)]
+
+    client = Client()
+    out = flow.each(client, ["a", "b"], item, batched=True)
+    assert out == [["answer a0", "answer a1", "answer a2"], ["answer b0", "answer b1"]]
+    assert sorted(map(sorted, client.batches)) == [["a0", "b0"], ["a1", "b1"], ["a2"]]
