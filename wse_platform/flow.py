@@ -70,13 +70,11 @@ def each(client: Any, items: Sequence[T], fn: Callable[[Any, T], R], *, models: 
     warm(client, models)
     if batched is None:
         batched = batch_only(client, models)
-    proxy: Any = _Rendezvous(client) if batched else client
+    proxy: Any = _Rendezvous(client, live=len(items)) if batched else client
     done = [0]
     lock = threading.Lock()
 
     def run(item: T) -> R:
-        if batched:
-            proxy.enter()
         try:
             return fn(proxy, item)
         finally:
@@ -88,7 +86,8 @@ def each(client: Any, items: Sequence[T], fn: Callable[[Any, T], R], *, models: 
                     n = done[0]
                 on_done(n, len(items))
 
-    workers = max(1, min(len(items), MAX_THREADS))
+    # batched: every item has its thread, so the rendezvous knows who is still to ask
+    workers = len(items) if batched else max(1, min(len(items), MAX_THREADS))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wse-flow") as pool:
         futures = [pool.submit(run, it) for it in items]
         errors = [f.exception() for f in futures]
@@ -101,18 +100,14 @@ def each(client: Any, items: Sequence[T], fn: Callable[[Any, T], R], *, models: 
 class _Rendezvous:
     """A client stand-in that merges the requests of all live items into one `complete_many`."""
 
-    def __init__(self, client: Any):
+    def __init__(self, client: Any, live: int):
         self._client = client
         self._cond = threading.Condition()
-        self._live = 0
+        self._live = live  # items not yet finished
         self._waiting: list[tuple[list, dict]] = []  # (requests, slot for the results)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
-
-    def enter(self) -> None:
-        with self._cond:
-            self._live += 1
 
     def leave(self) -> None:
         with self._cond:
