@@ -9,7 +9,8 @@ every achievement commitment is satisfied; SURVIVAL at T_max; an output still in
 the client's retries ends the run as INVALID (the role is recorded; never a conflict).
 
 Each episode of a cell runs on its own (`wse_platform.flow.each`): its next request goes out as
-soon as its previous answer is back, whatever the other episodes are doing. The `memory` narrator is HiAgent (`memory.py`).
+soon as its previous answer is back, whatever the other episodes are doing.
+The `memory` narrator is HiAgent (`memory.py`).
 """
 from __future__ import annotations
 

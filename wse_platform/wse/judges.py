@@ -7,7 +7,8 @@ architecture, source family, internal agent outputs, memory, failures or costs.
 A judge is a panel (`wse.consistency_judges` / `wse.richness_judges`): members of
 any models, prompt versions and samplings; every verdict row names its member.
 Consistency is judged step by step, each trajectory of a cell on its own
-(`wse_platform.flow`: its next step is asked as soon as its panel has voted). A step's verdict is the valid majority of the
+(`wse_platform.flow`: its next step is asked as soon as its panel has voted).
+A step's verdict is the valid majority of the
 panel (2 of 3) among consistent/inconsistent votes; uncertain votes are kept but
 never form a majority. A step whose panel is incomplete (a member's output stayed
 invalid) gives no binary verdict either, as in the paper ("missing judge"). The
