@@ -38,6 +38,11 @@ def _defs(args):
     return build_definitions(args.config, no_cache=getattr(args, "no_cache", False))
 
 
+def _defs_loader(args) -> tuple:
+    """How a worker process of `wse materialize --parallel` rebuilds `_defs(args)`."""
+    return "wse_platform.definitions:build_definitions", (args.config, getattr(args, "no_cache", False))
+
+
 def _select(defs, patterns: list[str] | None):
     from wse_platform.runner import materializable
     keys = list(materializable(defs))
@@ -92,9 +97,13 @@ def cmd_materialize(args) -> int:
         return 0
     steps = plan(defs, keys, partitions)
     from wse_platform import config_snapshot
+    from wse_platform.parallel_runs import default_parallel, execute_parallel
     from wse_platform.run_guard import RunGuard
-    report = execute(defs, steps, instance, tags={"wse/cli": "materialize", "wse/stale": str(args.stale).lower()},
-                     guard=RunGuard(defs, config_changed=config_snapshot.changed, instance=instance))
+    tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
+    guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
+    parallel = getattr(args, "parallel", None) or default_parallel(settings)
+    report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags, guard=guard)
+              if parallel > 1 else execute(defs, steps, instance, tags=tags, guard=guard))
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
@@ -251,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partition", nargs="*", help="partition keys, e.g. 'B1|smollm2'")
     p.add_argument("--stale", action="store_true", help="only stale or missing partitions")
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="runs (cells) at once; default 1 with in-process models, else the run queue's limit")
     p.set_defaults(func=cmd_materialize)
 
     p = sub.add_parser("status", help="list stale and missing cells with causes")

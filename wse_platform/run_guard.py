@@ -199,15 +199,16 @@ class RunGuard:
 
     def after(self, step, result) -> None:
         """Record a finished run; an infrastructure failure stops the command."""
-        if result.success:
+        self.after_outcome(step, result.success, infrastructure_cause(result))
+
+    def after_outcome(self, step, ok: bool, infrastructure: str | None) -> None:
+        """The same from a run's outcome (a worker process sends these, not the result object)."""
+        if ok:
             return
         self.mark_failed(step)
-        for step_key, error in failure_errors(result):
-            cause = infrastructure_error(error)
-            if cause:
-                with self._lock:
-                    self.stopped = self.stopped or f"{step_key}: {cause}"
-                return
+        if infrastructure:
+            with self._lock:
+                self.stopped = self.stopped or infrastructure
 
     def config_note(self) -> str | None:
         """Once: the config file changed since the command read it (the runs keep the version read)."""
@@ -217,6 +218,17 @@ class RunGuard:
         if change:
             self.notes.append(change)
         return change
+
+
+def infrastructure_cause(result) -> str | None:
+    """`step: cause` of the first infrastructure failure of a failed run (None: none, or a success)."""
+    if result.success:
+        return None
+    for step_key, error in failure_errors(result):
+        cause = infrastructure_error(error)
+        if cause:
+            return f"{step_key}: {cause}"
+    return None
 
 
 def first_failure(result) -> str:

@@ -209,6 +209,7 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
     saved = None if refresh else _load_cache(cache)
     dirty: set[AssetKey] | None = None
     reuse: dict[str, list[CellStatus]] = {}
+    only: dict[AssetKey, set[str | None]] = {}
     if saved is not None:
         old_sig, old_marks = saved.get("signatures", {}), saved.get("marks", {})
         changed = {k for k in graph.toposorted_asset_keys
@@ -217,7 +218,8 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
         dirty = _changed_with_descendants(graph, changed)
         for row in saved["rows"]:
             reuse.setdefault(row.asset, []).append(row)
-    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse)
+        only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)
+    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
             tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
@@ -227,9 +229,59 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
     return [r for r in rows if r.status != FRESH or not only_problems]
 
 
+def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], dirty: set[AssetKey],
+                      old_sig: dict, signatures: dict, old_marks: dict, marks: dict) -> dict[AssetKey, set[str | None]]:
+    """For dirty assets whose only change is new materializations of some partitions (a cell run):
+    the partitions to recompute — those materialized since the saved mark and, downstream, the
+    partitions that read them. An asset missing here is recomputed in full (its definition
+    changed, an observation, a wipe, a partition mapping other than identity / all)."""
+    only: dict[AssetKey, set[str | None]] = {}
+    for key in graph.toposorted_asset_keys:
+        if key not in dirty:
+            continue
+        name = key.to_user_string()
+        node = graph.get(key)
+        pdef = node.partitions_def
+        parts: set[str | None] = set()
+        if key in changed:
+            old, new = old_marks.get(name), marks[name]
+            if (signatures[name] != old_sig.get(name) or not old or old[1] != new[1] or not old[0]
+                    or new[0] < old[0] or not node.is_materializable):
+                continue  # recompute the whole asset
+            res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, after_storage_id=old[0]),
+                                                  limit=10_000)
+            if pdef is None:
+                parts.add(None)
+            else:
+                parts |= {r.partition_key for r in res.records}
+        whole = False
+        for parent in node.parent_keys:
+            if parent not in dirty or not graph.has(parent):
+                continue
+            if parent not in only:
+                whole = True  # a parent recomputed in full (or not materializable): all of this asset
+                break
+            ppdef = graph.get(parent).partitions_def
+            if ppdef is None and pdef is not None:
+                whole = True  # an unpartitioned parent (a config) changed: every partition reads it
+                break
+            if ppdef is not None and pdef is None:
+                parts.add(None)
+            elif ppdef == pdef:
+                parts |= only[parent]
+            else:
+                whole = True
+                break
+        if not whole:
+            only[key] = parts
+    return only
+
+
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
-                    reuse: dict[str, list[CellStatus]] | None = None) -> list[CellStatus]:
-    """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`."""
+                    reuse: dict[str, list[CellStatus]] | None = None,
+                    only: dict[AssetKey, set[str | None]] | None = None) -> list[CellStatus]:
+    """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`;
+    of an asset in `only`, only those partitions are recomputed (the others come from `reuse`)."""
     from wse_platform.status_edits import EditLog, with_edits
 
     resolver, edits = _resolver(graph, instance), EditLog(graph, instance)
@@ -247,6 +299,28 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
             continue
         pdef = node.partitions_def
         pks: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]
+        part = (only or {}).get(key)
+        if part is not None and kept is not None and {r.partition for r in kept} == set(pks):
+            # a cell run: recompute its partitions (and what reads them), keep the other rows
+            old_rows = {r.partition: r for r in kept}
+            done = _materialized(instance, key, pdef is not None) if part else set()
+            parents = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
+                       if graph.get(p).is_materializable]
+            external = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
+                        if graph.get(p).is_external and not graph.get(p).is_observable and graph.get(p).partitions_def]
+            for pk in pks:
+                if pk not in part:
+                    row = old_rows[pk]
+                elif pk not in done:
+                    row = CellStatus(key.to_user_string(), pk, MISSING, [])
+                else:
+                    status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
+                    if status == STALE:  # name the edit behind it, however far upstream
+                        causes = with_edits(causes, edits.since_built(key, pk))
+                    row = CellStatus(key.to_user_string(), pk, status, causes)
+                seen[(key, pk)] = row.status
+                out.append(row)
+            continue
         done = _materialized(instance, key, pdef is not None)
         parents = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
                    if graph.get(p).is_materializable]

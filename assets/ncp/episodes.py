@@ -79,7 +79,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         with llm.session(context) as client:
             extend_attempts_for_retry(client, round_)  # episodes without a result last time: fresh attempts
             result = run_episodes(client, specs, setup,
-                                  progress=lambda t, T: context.log.info(f"NCP {model}/{arch}: turn {t}/{T} done"))
+                                  progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"))
         eps = episode_frame(result.episode_rows())
         turns = turn_frame(result.turn_rows())
         failed = failed_frame(result.failed_rows()).with_columns(pl.lit(round_, dtype=pl.Int64).alias("retry_round"))

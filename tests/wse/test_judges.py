@@ -182,9 +182,9 @@ def test_judge_consistency_cell(tmp_path):
     assert (tc["seed-C"]["first_contradiction"], tc["seed-C"]["censored_at"], tc["seed-C"]["judged_steps"],
             tc["seed-C"]["censor_reason"]) == (None, 1, 2, "missing_judge")
     assert (tc["seed-D"]["length"], tc["seed-D"]["judged_steps"], tc["seed-D"]["first_contradiction"]) == (0, 0, None)
-    # one batch per step across trajectories (A, B, C at steps 1-2; none later), 3 judges each;
-    # the invalid judge of (C, 2) is retried twice more in two extra batches of one call
-    assert [len(b) for b in backend.batches] == [9, 9, 1, 1]
+    # one batch of 3 judges per trajectory and step (A, B, C at steps 1-2; none later; each trajectory
+    # on its own); the invalid judge of (C, 2) is retried twice more in two extra batches of one call
+    assert sorted(len(b) for b in backend.batches) == [1, 1, 3, 3, 3, 3, 3, 3]
     v = out.verdicts
     assert v.height == 3 * (2 + 2 + 2)
     failed = v.filter(pl.col("verdict").is_null())

@@ -190,8 +190,26 @@ def run_forecasts(client: Any, stories: Sequence[SplitStory], positions: Sequenc
                              repeat_sampling(sampling, r, default_seed), prompt_version, prompts_dir,
                              tags={"set_key": set_key, "repeat": str(r)}) for r, p in todo]
     rows: list[dict[str, Any]] = []
-    for start in range(0, len(reqs), batch):
-        chunk = todo[start:start + batch]
-        for (r, p), res in zip(chunk, client.complete_many(reqs[start:start + batch])):
+    for chunk, results in zip(*flowing(client, todo, reqs, lambda x: x[1]["story_id"], batch, [model])):
+        for (r, p), res in zip(chunk, results):
             rows += prediction_rows(p["story_id"], set_key, p["position"], k, res, model, repeat=r)
     return rows
+
+
+def flowing(client: Any, todo: Sequence[Any], reqs: Sequence[Any], story_of: Callable[[Any], str], batch: int,
+            models: Sequence[str]) -> tuple[list[list[Any]], list[list[Any]]]:
+    """(chunks of `todo`, their results). Each story's requests go out as soon as the story comes up,
+    every story at once (`wse_platform.flow`), no barrier between stories; on a batch-only backend
+    (offline vLLM) `batch` requests at a time as before."""
+    from wse_platform import flow
+
+    if flow.batch_only(client, models):
+        spans = [list(range(start, min(start + batch, len(reqs)))) for start in range(0, len(reqs), batch)]
+        results = [client.complete_many([reqs[i] for i in span]) for span in spans]
+    else:
+        by_story: dict[str, list[int]] = {}
+        for i, x in enumerate(todo):
+            by_story.setdefault(story_of(x), []).append(i)
+        spans = list(by_story.values())
+        results = flow.each(client, spans, lambda c, span: c.complete_many([reqs[i] for i in span]), models=models)
+    return [[todo[i] for i in span] for span in spans], results

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from wse_platform.config import JudgeConfig, Settings
-from wse_platform.endings.forecast import SplitStory, model_default_seed, repeat_sampling
+from wse_platform.endings.forecast import SplitStory, flowing, model_default_seed, repeat_sampling
 from wse_platform.llm.types import LLMRequest, LLMResult, Sampling
 from wse_platform.prompts import get_prompt
 
@@ -127,8 +127,8 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
         req.tags["repeat"] = str(repeat)
         todo.append((len(rows), pred, req))
         rows.append(None)
-    for start in range(0, len(todo), batch):
-        chunk = todo[start:start + batch]
-        for (i, pred, _), res in zip(chunk, client.complete_many([r for _, _, r in chunk])):
+    for chunk, results in zip(*flowing(client, todo, [r for _, _, r in todo], lambda x: x[1]["story_id"], batch,
+                                       [e.judge])):
+        for (i, pred, _), res in zip(chunk, results):
             rows[i] = verdict_row(pred, judge_id, e.judge, res, e.same_model_judge)
     return [r for r in rows if r is not None]

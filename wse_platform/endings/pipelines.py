@@ -195,9 +195,19 @@ def run_pipeline(client: Any, ideas: Sequence[StoryIdea], pipeline: str, opts: P
     """Run `pipeline` for every idea; returns one context per idea (story set, or failure set).
 
     `client` is an `LLMClient` (anything with `complete_many(list[LLMRequest])`). Full-text
-    reference files are absolute paths (resolved when the pool / ideas were loaded).
+    reference files are absolute paths (resolved when the pool / ideas were loaded). Each story
+    goes on to its next step as soon as its previous answer is back (`wse_platform.flow`).
     """
+    from wse_platform import flow
+
     steps = pipeline_steps(pipeline, ablate)
+    parts = flow.each(client, list(ideas), lambda c, idea: _run_steps(c, [idea], steps, opts), models=[opts.model])
+    return [ctx for part in parts for ctx in part]
+
+
+def _run_steps(client: Any, ideas: Sequence[StoryIdea], steps: tuple[str, ...],
+               opts: PipelineOptions) -> list[StoryContext]:
+    """The pipeline's steps over `ideas` in lockstep (one `complete_many` per step)."""
     contexts = [StoryContext(idea=i) for i in ideas]
     if "extract" in steps:
         for ctx in contexts:

@@ -11,8 +11,9 @@ the reference (whose runner stops without writing the episode's result file): it
 episode row (never in a denominator), it is listed in `ncp_failed_episodes` with the role and
 the reason, and the next run of the cell plays it again.
 
-All episodes of a cell run in lockstep: each stage of a turn is one `complete_many` batch over
-every still-active episode. The `memory` narrator is HiAgent (`memory.py`).
+Each episode of a cell runs on its own (`wse_platform.flow.each`): its next request goes out as
+soon as its previous answer is back, whatever the other episodes are doing.
+The `memory` narrator is HiAgent (`memory.py`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wse_platform import flow
 from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
 from wse_platform.ncp.memory import MAX_RETRIEVE_DEPTH, HiAgentMemory, cap_summary
 from wse_platform.ncp.prompter import Prompter
@@ -57,7 +59,17 @@ ProgressFn = Callable[[int, int], None]
 
 def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
                  progress: ProgressFn | None = None) -> EpisodeBatchResult:
-    """Play one cell (narrator model × architecture) on `specs`, all episodes in lockstep."""
+    """Play one cell (narrator model × architecture) on `specs`, each episode on its own
+    (`wse_platform.flow`): an episode's next request goes out as soon as its previous answer is back."""
+    models = [setup.narrator_model, setup.player_model, setup.auditor.model]
+    parts = flow.each(client, list(specs), lambda c, spec: _play(c, [spec], setup), models=models,
+                      on_done=(lambda n, total: progress(n, total)) if progress is not None else None)
+    return EpisodeBatchResult([r for p in parts for r in p.runs], setup.generation_version)
+
+
+def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
+          progress: ProgressFn | None = None) -> EpisodeBatchResult:
+    """Play `specs` in lockstep (each stage of a turn one `complete_many` over the active episodes)."""
     prompter = Prompter(setup)
     memory = setup.arch.narrator == "memory"
     runs = [EpisodeRun.start(s, setup.narrator_model, setup.arch.key, setup.auditor.auditor_id,

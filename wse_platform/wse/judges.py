@@ -6,8 +6,9 @@ architecture, source family, internal agent outputs, memory, failures or costs.
 
 A judge is a panel (`wse.consistency_judges` / `wse.richness_judges`): members of
 any models, prompt versions and samplings; every verdict row names its member.
-Consistency is judged step by step across all trajectories of a cell (one
-`complete_many` batch per step). A step's verdict is the valid majority of the
+Consistency is judged step by step, each trajectory of a cell on its own
+(`wse_platform.flow`: its next step is asked as soon as its panel has voted).
+A step's verdict is the valid majority of the
 panel (2 of 3) among consistent/inconsistent votes; uncertain votes are kept but
 never form a majority. A step whose panel is incomplete (a member's output stayed
 invalid) gives no binary verdict either, as in the paper ("missing judge"). The
@@ -26,6 +27,7 @@ from typing import Any
 
 import polars as pl
 
+from wse_platform import flow
 from wse_platform.config import JudgePanel, Settings
 from wse_platform.llm.types import LLMRequest, LLMResult
 from wse_platform.prompts import get_prompt
@@ -433,34 +435,36 @@ def _verdict_row(judge: JudgePanel, judge_id: str, traj: JudgedTrajectory, step:
 
 def judge_consistency(client: CompletesMany, settings: Settings, judge: JudgePanel,
                       trajectories: list[JudgedTrajectory]) -> ConsistencyTables:
-    """Step-by-step consistency judging of a cell's trajectories (one batch per step)."""
+    """Step-by-step consistency judging of a cell's trajectories, each trajectory on its own (`flow.each`)."""
     judge_id = judge.judge_id(CONSISTENCY_ROLE)
     count = judge.count
     verdict_rows: list[dict] = []
     step_rows: list[dict] = []
     majorities: dict[int, list[str | None]] = {i: [] for i in range(len(trajectories))}
     reasons: dict[int, list[str | None]] = {i: [] for i in range(len(trajectories))}
-    open_ids = [i for i, t in enumerate(trajectories) if t.length >= 1]
-    step = 1
-    while open_ids:
-        requests = [consistency_request(settings, judge, trajectories[i], step, j)
-                    for i in open_ids for j in range(count)]
-        results = client.complete_many(requests)
-        still_open = []
-        for pos, i in enumerate(open_ids):
-            traj = trajectories[i]
-            chunk = results[pos * count:(pos + 1) * count]
+
+    def judge_one(client: CompletesMany, i: int) -> tuple[list[dict], list[dict]]:
+        """One trajectory, step by step (its next step is asked as soon as this one's votes are in)."""
+        traj, votes, steps, step = trajectories[i], [], [], 1
+        while traj.length >= step:
+            chunk = client.complete_many([consistency_request(settings, judge, traj, step, j)
+                                          for j in range(count)])
             for j, res in enumerate(chunk):
-                verdict_rows.append(_verdict_row(judge, judge_id, traj, step, j, res))
+                votes.append(_verdict_row(judge, judge_id, traj, step, j, res))
             agg = aggregate_step([r.output if r.ok else None for r in chunk], count, step)
-            step_rows.append({"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch,
-                              "seed_id": traj.seed.seed_id, **agg})
+            steps.append({"judge_config_id": judge_id, "model": traj.model, "arch": traj.arch,
+                          "seed_id": traj.seed.seed_id, **agg})
             majorities[i].append(agg["majority"])
             reasons[i].append(agg["no_verdict_reason"])
-            if agg["majority"] == "consistent" and step < traj.length:
-                still_open.append(i)
-        open_ids = still_open
-        step += 1
+            if agg["majority"] != "consistent":
+                break
+            step += 1
+        return votes, steps
+
+    models = [m.model for m in judge.members]
+    for votes, steps in flow.each(client, list(range(len(trajectories))), judge_one, models=models):
+        verdict_rows += votes
+        step_rows += steps
     traj_rows = []
     for i, traj in enumerate(trajectories):
         res = first_contradiction(majorities[i], traj.length, reasons[i])

@@ -1,10 +1,11 @@
 """The WSE-bench step loop for one cell (model × architecture) over a batch of seeds.
 
-All seeds of the cell advance in lock-step: at step t every still-running
-trajectory's Character Agent requests go to the client as one batch, then every
-World Model request, then every Story Agent request, then every World Memory
-request. Batching per phase keeps the embedded/vLLM backends busy and makes a
-cell's cost one `complete_many` per phase per step.
+Each trajectory of the cell advances on its own (`wse_platform.flow.each`): its
+next request (Character Agents, World Model, Story Agent, World Memory of step t,
+then step t+1) goes out as soon as its previous answer is back, whatever the other
+seeds are doing; a B3 step's per-NPC requests go out together. A trajectory's
+records depend only on its answers, so the rows do not depend on timing. On a
+batch-only backend (offline vLLM) the flow falls back to one batch per phase.
 
 Failure semantics (binding): a component whose output is still invalid after the
 client's attempts ends the trajectory. CA / World Model / Story Agent failures
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from wse_platform import flow
 from wse_platform.config import Settings
 from wse_platform.llm.types import LLMRequest, LLMResult
 from wse_platform.prompts import get_prompt
@@ -135,11 +137,20 @@ def simulate_cell(
     ctx = agents.AgentContext(settings=settings, model=model, prompt_version=prompt_version,
                               extra_tags={"arch": architecture.key})
     runs = [_Run(seed=s, state=initial_state(s), options=list(s.initial_actions)) for s in seeds]
+    # each trajectory asks its next request as soon as its previous answer is back (wse_platform.flow)
+    flow.each(client, runs, lambda c, r: _advance(c, ctx, architecture, r, H), models=[model])
 
+    version = generation_version(settings, model, architecture.key, H, prompt_version)
+    return [_trajectory(r, model, architecture, H, version) for r in runs]
+
+
+def _advance(client: CompletesMany, ctx: agents.AgentContext, architecture: Architecture, run: _Run,
+             H: int) -> None:
+    """One trajectory, step by step; the phases below get this run alone."""
     for t in range(1, H + 1):
-        active = [r for r in runs if r.running]
-        if not active:
+        if not run.running:
             break
+        active = [run]
         for r in active:
             idx = r.seed.choice_schedule[t - 1]
             r.draft = _Draft(step=t, player_option=r.options[idx], player_option_index=idx)
@@ -153,9 +164,6 @@ def simulate_cell(
                                         and not r.draft.story_end], t)
         for r in active:
             _close_step(r, t)
-
-    version = generation_version(settings, model, architecture.key, H, prompt_version)
-    return [_trajectory(r, model, architecture, H, version) for r in runs]
 
 
 # ---- phases -----------------------------------------------------------------------------

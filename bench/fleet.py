@@ -1,0 +1,176 @@
+"""How busy do the three paper designs keep a model fleet? (issue 24 item 5)
+
+Starts the simulated OpenAI-compatible server of `bench/fleet_server.py` (N slots, lognormal
+service time per sequence) and runs each paper design at reduced length through the real CLI
+(`python -m wse_platform.cli materialize --select group:<benchmark> --parallel P`, fresh
+warehouse, cache and Dagster home per benchmark):
+
+    wse      12 architectures x 42 seeds, horizon 3, a panel of three judge models (consistency
+             and richness)
+    ncp      100 specs x 3 architectures, t_max 3
+    endings  K = 100 endings at every position of 5 human stories (stride --stride)
+
+Per benchmark it prints the fleet efficiency = sum of service times / slots / makespan, where
+the makespan is the CLI command's wall time (start-up, planning and platform time included),
+the same over the span from the first request to the last answer, and the share of the
+command's time with nothing in flight. Run from the repository root:
+
+    python bench/fleet.py --slots 64 --median 0.4 [--benchmarks wse,ncp,endings] [--parallel 4]
+
+Service times scale with --median: on a small machine a longer median keeps the client's own CPU
+per call from being what is measured; the ratio is what the targets are about (>= 85 % at 64
+slots, >= 75 % at 256).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+GROUPS = {"wse": "wse_bench", "ncp": "ncp_bench", "endings": "endings"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def model(url: str, name: str, slots: int) -> dict:
+    return {"backend": "litellm", "model_id": f"hosted_vllm/{name}", "api_base": url, "endpoint_concurrency": slots,
+            "sampling": {"temperature": 0.7, "max_tokens": 256}, "extra": {"timeout_s": 600, "max_retries": 2}}
+
+
+def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: tuple[int, int, int]) -> Path:
+    raw = yaml.safe_load((REPO / "wse.yaml").read_text())
+    raw.update({"profile": "paper", "warehouse_path": str(folder / "wh.duckdb"), "cache_dir": str(folder / "cache"),
+                "artifacts_dir": str(folder / "artifacts"),
+                "models": {n: model(url, n, slots) for n in ("fleet", "fleet-j1", "fleet-j2", "fleet-j3")},
+                "concurrency": {"embedded": 1, "litellm": 8, "vllm": 1}})
+    panel = [{"model": m, "prompt_version": "v1"} for m in ("fleet-j1", "fleet-j2", "fleet-j3")]
+    off_wse = {"models": [], "consistency_judges": None, "richness_judges": None, "model_groups": {}}
+    off_ncp = {"narrators": [], "extraction_models": [], "player_model": None, "auditor": None,
+               "reaudit_auditors": []}
+    off_end = {"forecaster": None, "judge": None, "generators": [], "corpora": []}
+    for k in ("consistency_judge", "richness_judge"):
+        raw.get("wse", {}).pop(k, None)
+    wse = {**raw.get("wse", {}), "models": ["fleet"], "architectures": None, "n_seeds": scale[0], "seed_ids": None,
+           "horizon": 3, "consistency_judges": panel, "richness_judges": panel, "model_groups": {"fleet": ["fleet"]}}
+    wse.pop("architectures")
+    ncp = {**raw.get("ncp", {}), "narrators": ["fleet"], "player_model": "fleet", "extraction_models": [],
+           "auditor": {"model": "fleet-j1", "prompt_version": "v1"}, "reaudit_auditors": [], "t_max": 3,
+           "n_specs": scale[1], "spec_ids": None, "architectures": ["baseline+adversarial", "baseline+natural",
+                                                                 "memory+adversarial"]}
+    endings = {**raw.get("endings", {}), "forecaster": "fleet", "judge": "fleet-j1", "allow_same_model": False,
+               "generators": [], "k": 100, "max_positions_per_story": None, "position_stride": stride,
+               "max_human_stories": scale[2], "min_words": 0,
+               "corpora": [{**c, "max_words": 100_000} for c in raw.get("endings", {}).get("corpora", [])]}
+    raw["wse"] = wse if bench == "wse" else {**raw.get("wse", {}), **off_wse}
+    raw["ncp"] = ncp if bench == "ncp" else {**raw.get("ncp", {}), **off_ncp}
+    raw["endings"] = endings if bench == "endings" else {**raw.get("endings", {}), **off_end}
+    path = folder / "wse.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
+    seqs = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    if not seqs:
+        return {"sequences": 0}
+    service = sum(s["e"] - s["s"] for s in seqs)
+    # nothing in flight: moments of [t0, t1] covered by no (arrival, end) interval
+    events = sorted([(s["a"], 1) for s in seqs] + [(s["e"], -1) for s in seqs])
+    idle, depth, last = 0.0, 0, t0
+    for t, d in events:
+        t = min(max(t, t0), t1)
+        if depth == 0:
+            idle += max(0.0, t - last)
+        depth += d
+        last = t
+    idle += max(0.0, t1 - last)
+    first, end = min(s["a"] for s in seqs), max(s["e"] for s in seqs)
+    return {"sequences": len(seqs), "sum_service_s": round(service, 1), "makespan_s": round(t1 - t0, 1),
+            "efficiency": round(service / slots / (t1 - t0), 3),
+            "request_span_s": round(end - first, 1), "efficiency_in_span": round(service / slots / (end - first), 3),
+            "idle_share": round(idle / (t1 - t0), 3)}
+
+
+def run_one(bench: str, args, root: Path) -> dict:
+    folder = root / bench
+    folder.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = folder / "sequences.jsonl"
+    log.write_text("")
+    server = subprocess.Popen([sys.executable, str(REPO / "bench" / "fleet_server.py"), "--port", str(port),
+                               "--slots", str(args.slots), "--median", str(args.median), "--sigma", str(args.sigma),
+                               "--log", str(log)])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the fleet server did not start")
+                time.sleep(0.2)
+        cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
+                     (args.seeds, args.specs, args.stories))
+        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO)}
+        for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
+            env.pop(k, None)
+        (folder / "dagster_home").mkdir(exist_ok=True)
+        cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
+               "--select", f"group:{GROUPS[bench]}", "--parallel", str(args.parallel)]
+        t0 = time.time()
+        with open(folder / "cli.log", "w") as out:
+            rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        t1 = time.time()
+    finally:
+        server.terminate()
+        server.wait(10)
+    fig = {"benchmark": bench, "rc": rc, "slots": args.slots, "median_s": args.median, "sigma": args.sigma,
+           "parallel": args.parallel, **busy_figures(log, args.slots, t0, t1)}
+    try:
+        import duckdb
+        con = duckdb.connect(str(folder / "wh.duckdb"), read_only=True)
+        fig["llm_calls"], fig["invalid_calls"] = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE NOT valid) FROM llm_calls").fetchone()
+        con.close()
+    except Exception as err:  # informative only
+        fig["llm_calls_error"] = str(err)[:200]
+    return fig
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="fleet efficiency of the three paper designs at reduced length")
+    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--median", type=float, default=0.4, help="median service time per sequence (s)")
+    ap.add_argument("--sigma", type=float, default=0.8)
+    ap.add_argument("--benchmarks", default="wse,ncp,endings")
+    ap.add_argument("--parallel", type=int, default=4, help="`wse materialize --parallel` (runs at once)")
+    ap.add_argument("--stride", type=int, default=4, help="endings.position_stride (sentences between positions)")
+    ap.add_argument("--seeds", type=int, default=42, help="WSE seeds (paper: 42)")
+    ap.add_argument("--specs", type=int, default=100, help="NCP specs (paper: 100)")
+    ap.add_argument("--stories", type=int, default=5, help="100-Endings human stories (>= 5)")
+    ap.add_argument("--workdir", default=None, help="folder for the runs (default: a new temp folder)")
+    args = ap.parse_args()
+    import tempfile
+    root = Path(args.workdir or tempfile.mkdtemp(prefix="wse-fleet-"))
+    print(f"fleet: {args.slots} slots, lognormal median {args.median} s, sigma {args.sigma}; runs in {root}")
+    for bench in args.benchmarks.split(","):
+        fig = run_one(bench.strip(), args, root)
+        print(json.dumps(fig), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Many cells at once from one `wse materialize` (wse_platform/parallel_runs.py).
+
+Two cells of a toy partitioned asset meet at a barrier: each notes that it runs and waits (up
+to 20 s) for the other to run too. Run one after another (the old sequential `execute`), the
+first cell times out and fails.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, Definitions, MaterializeResult, StaticPartitionsDefinition, asset
+
+from wse_platform import cli
+from wse_platform.config import settings_from_dict
+from wse_platform.parallel_runs import default_parallel, step_backend, step_dependencies
+from wse_platform.runner import plan
+
+CELLS = StaticPartitionsDefinition(["B1|m1", "B1|m2", "B2|m1"])
+MEET = ("B1|m1", "B1|m2")
+
+
+def _mark(name: str) -> Path:
+    folder = Path(os.environ["WSE_TEST_MEET_DIR"])
+    (folder / name.replace("|", "_")).write_text(str(os.getpid()))
+    return folder
+
+
+@asset(partitions_def=CELLS)
+def cell(context):
+    folder = _mark("started-" + context.partition_key)
+    if context.partition_key in MEET:
+        other = next(k for k in MEET if k != context.partition_key).replace("|", "_")
+        deadline = time.monotonic() + 20
+        while not (folder / f"started-{other}").exists():
+            assert time.monotonic() < deadline, "the other cell did not run at the same time"
+            time.sleep(0.05)
+    _mark("done-" + context.partition_key)
+    return MaterializeResult()
+
+
+@asset(partitions_def=CELLS, deps=[cell])
+def verdicts(context):
+    folder = Path(os.environ["WSE_TEST_MEET_DIR"])
+    assert (folder / f"done-{context.partition_key.replace('|', '_')}").exists(), "verdicts before generation"
+    return MaterializeResult()
+
+
+@asset(deps=[verdicts])
+def table():
+    folder = Path(os.environ["WSE_TEST_MEET_DIR"])
+    assert len(list(folder.glob("done-*"))) == 3, "the table over all cells ran before every cell was done"
+    return MaterializeResult()
+
+
+def toy_definitions(*_args) -> Definitions:
+    return Definitions(assets=[cell, verdicts, table])
+
+
+def test_two_cells_run_concurrently_from_one_wse_materialize(tmp_path, monkeypatch, config_file, capsys):
+    monkeypatch.setenv("WSE_TEST_MEET_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "_defs", lambda args: toy_definitions())
+    monkeypatch.setattr(cli, "_defs_loader", lambda args: (f"{__name__}:toy_definitions", ()), raising=False)
+    rc = cli.main(["--config", str(config_file), "materialize", "--parallel", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "4/4 runs succeeded" in out, out
+    pids = {(tmp_path / f"done-{k.replace('|', '_')}").read_text() for k in MEET}
+    assert len(pids) == 2  # two worker processes
+
+
+def test_dependencies_between_runs():
+    defs = toy_definitions()
+    keys = [AssetKey("cell"), AssetKey("verdicts"), AssetKey("table")]
+    steps = plan(defs, keys, dict.fromkeys(keys))
+    deps = step_dependencies(defs, steps)
+    for i, st in enumerate(steps):
+        if st.partition_key is None:      # the table waits for every run before it
+            assert deps[i] == set(range(i))
+        else:                             # a cell's run waits for nothing of another cell
+            assert all(steps[j].partition_key == st.partition_key for j in deps[i])
+
+
+@pytest.mark.parametrize("backend, expect_parallel", [("embedded", 1), ("litellm", 10)])
+def test_default_parallel_and_backend_of_a_cell(tmp_path, backend, expect_parallel):
+    s = settings_from_dict({"cache_dir": str(tmp_path / "c"), "warehouse_path": str(tmp_path / "w.duckdb"),
+                            "models": {"m1": {"backend": backend, "model_id": "openai/x" if backend == "litellm"
+                                              else "x.gguf"}}})
+    assert default_parallel(s) == expect_parallel
+    assert step_backend(s, "B1|m1") == backend and step_backend(s, None) == "none"

@@ -1,0 +1,182 @@
+"""Many cells at once from `wse materialize`: the planned runs execute concurrently, in threads.
+
+Design (issue 24 item 2). `runner.plan` gives one run per (asset group, partition); here each
+run starts as soon as the runs it depends on have finished (a cell's judging waits for that
+cell's generation only; a table over all cells waits for every cell), up to `parallel` runs
+at once, and at most `settings.concurrency[backend]` runs per backend of the cell's model —
+the same limits the run queue applies to UI-launched runs through the `wse/backend` tag
+(`dagster.yaml`, written by `runner.ensure_dagster_home`). Each run executes in one of
+`parallel` worker processes (spawned once, each loading the definitions once, then running
+one run at a time with `execute_in_process`, as the sequential path does): Dagster's
+in-process execution is not thread-safe (two runs starting in threads of one process
+deadlock in its logging set-up). The in-flight limit per endpoint across these processes is
+the LLM client's (`wse_platform.llm`). Each run is recorded in the instance as before (UI,
+staleness, `wse status` see them). The request flow inside a cell is `wse_platform.flow`.
+
+Signals: Ctrl-C reaches the workers too (one process group): Dagster interrupts their runs
+and records them failed; the first SIGINT/SIGTERM also starts no further run; a worker killed
+with -9 leaves a run the next `wse` command marks failed (`runner.fail_orphaned_runs`).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+from wse_platform.config import Settings
+
+SERVER_BACKENDS = ("litellm",)  # backends whose cells gain from running side by side
+
+
+def default_parallel(settings: Settings) -> int:
+    """Concurrent runs when `--parallel` is not given: 1 while any configured model runs in this
+    process (embedded llama.cpp, offline vLLM: they take the machine's cores / GPU one cell at a
+    time), else the run queue's own limit (`max_concurrent_runs` in dagster.yaml)."""
+    if any(m.backend not in SERVER_BACKENDS for m in settings.models.values()):
+        return 1
+    return max(4, sum(settings.concurrency.values()))
+
+
+def step_backend(settings: Settings, partition_key: str | None) -> str:
+    """The backend of a cell's model (`arch|model` partitions), else "none" (no per-backend limit)."""
+    for part in str(partition_key or "").split("|"):
+        if part in settings.models:
+            return settings.models[part].backend
+    return "none"
+
+
+def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
+    """For each run, the earlier runs it must wait for: those writing a parent asset (looking
+    through external tables such as `llm_calls`), except other partitions of the same partitioning."""
+    from wse_platform.runner import _parents
+
+    graph = defs.resolve_asset_graph()
+    owners: dict = {}
+    for i, st in enumerate(steps):
+        for k in st.keys:
+            owners.setdefault(k, []).append(i)
+    out: list[set[int]] = []
+    for i, st in enumerate(steps):
+        deps: set[int] = set()
+        for k in st.keys:
+            pdef = graph.get(k).partitions_def
+            for p in _parents(graph, k):
+                for j in owners.get(p, ()):
+                    other = steps[j]
+                    if j >= i:
+                        continue
+                    if (pdef is not None and graph.get(p).partitions_def == pdef and other.partition_key is not None
+                            and st.partition_key is not None and other.partition_key != st.partition_key):
+                        continue  # another cell: independent
+                    deps.add(j)
+        out.append(deps)
+    return out
+
+
+def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int, loader: tuple,
+                     tags: dict[str, str] | None = None, echo=print, guard=None):
+    """Run the planned steps in `parallel` worker processes, each step as soon as its dependencies are
+    done (see the module doc). `loader` = ("module:function", args) rebuilds `defs` in a worker.
+    The command's `guard` (run_guard) as in `runner.execute`: no run starts after an infrastructure
+    failure or once another process recorded a new config version, and a run reading an asset that
+    failed is skipped."""
+    import multiprocessing
+
+    from wse_platform.run_guard import RunGuard
+    from wse_platform.runner import RunReport, StopOnSignal
+
+    guard = guard or RunGuard(defs)
+
+    deps = step_dependencies(defs, steps)
+    limits = {b: max(1, int(n)) for b, n in settings.concurrency.items()}
+    backends = [step_backend(settings, s.partition_key) for s in steps]
+    report = RunReport()
+    pending = list(range(len(steps)))
+    finished: set[int] = set()
+    running: dict[Future, int] = {}
+    in_use: dict[str, int] = {}
+    ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
+    with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, parallel), mp_context=ctx,
+                                                     initializer=_init_worker, initargs=(loader,)) as pool:
+        while pending or running:
+            if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
+                guard.stopped = moved
+            if not stop.signal_name and not guard.stopped:
+                for i in list(pending):
+                    if len(running) >= parallel:
+                        break
+                    b = backends[i]
+                    if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30):
+                        continue
+                    pending.remove(i)
+                    if skip := guard.skip_reason(steps[i]):
+                        echo(f"[{i + 1}/{len(steps)}] skipped {steps[i].label()}: {skip}")
+                        guard.mark_failed(steps[i])
+                        finished.add(i)
+                        report.steps.append((steps[i], False, 0.0))
+                        continue
+                    in_use[b] = in_use.get(b, 0) + 1
+                    echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
+                    keys = [k.to_user_string() for k in steps[i].keys]
+                    running[pool.submit(_run_step, keys, steps[i].partition_key,
+                                        {**(tags or {}), "wse/backend": b})] = i
+            if not running:
+                break
+            done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+            for fut in done:
+                i = running.pop(fut)
+                finished.add(i)
+                in_use[backends[i]] -= 1
+                try:
+                    ok, why, dt, infrastructure = fut.result()
+                except Exception as err:  # the worker died (killed, out of memory)
+                    ok, why, dt, infrastructure = False, f"worker process failed: {type(err).__name__}: {err}", 0.0, None
+                report.steps.append((steps[i], ok, dt))
+                guard.after_outcome(steps[i], ok, infrastructure)
+                if not ok:
+                    report.first_failure = report.first_failure or why
+                echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
+                     else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
+            if note := guard.config_note():
+                echo(f"note: {note}")
+        report.interrupted_by = stop.signal_name
+    if not report.interrupted_by and guard.stopped:
+        report.stopped_by = guard.stopped
+        if len(steps) > len(report.steps):
+            echo(f"stopped: none of the {len(steps) - len(report.steps)} remaining runs was started; fix the "
+                 "cause below and rerun (`wse materialize --stale` runs what is missing)")
+    if report.interrupted_by:
+        echo(f"interrupted by {report.interrupted_by}: {len(report.steps)} of {len(steps)} runs finished "
+             f"(runs under way were interrupted and recorded as failed); {len(steps) - len(report.steps)} "
+             "not started")
+    return report
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(loader: tuple) -> None:
+    """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
+    import importlib
+
+    from dagster import DagsterInstance
+
+    target, args = loader
+    module, func = target.split(":")
+    _WORKER["defs"] = getattr(importlib.import_module(module), func)(*args)
+    _WORKER["instance"] = DagsterInstance.get()
+
+
+def _run_step(keys: list[str], partition_key: str | None,
+              tags: dict[str, str]) -> tuple[bool, str | None, float, str | None]:
+    """(ok, first failure, seconds, infrastructure cause) of one run in this worker."""
+    from dagster import AssetKey
+
+    from wse_platform.run_guard import first_failure, infrastructure_cause
+    from wse_platform.runner import RunPlanStep, run_in_location
+
+    t0 = time.perf_counter()
+    step = RunPlanStep([AssetKey.from_user_string(k) for k in keys], partition_key)
+    result = run_in_location(_WORKER["defs"], step, _WORKER["instance"], tags)
+    why = None if result.success else first_failure(result)
+    return result.success, why, time.perf_counter() - t0, infrastructure_cause(result)
