@@ -70,20 +70,20 @@ def test_forecast_is_one_request_with_n_k_per_position(tmp_path):
     assert {r["sample_index"] for r in rows} == {0, 1, 2} and all(r["llm_call_id"] for r in rows)
 
 
-def test_failed_forecast_gives_k_failed_rows_and_no_judging(tmp_path):
+def test_k_empty_forecasts_are_k_ns_recorded_per_sample_without_judging(tmp_path):
     settings = _settings(tmp_path)
     story = SplitStory.of("s1", TEXT)
     positions = compute_positions([story], "human:x", whitespace_token_count, 10, "f", "ws")
     assert len(positions) == 1
-    # a model failure (an empty answer; a provider down is no result at all: LLMTransportError, issue 23 item 7)
+    # every sample empty: each is its own model failure, counted as an N as the paper counts an empty
+    # answer (a provider down is no result at all: LLMTransportError, issue 23 item 7)
     client, fb, jb = _client(settings, {"endings.forecast": ""})
     preds = run_forecasts(client, [story], positions, "human:x", "f", 3, settings.endings.forecast_sampling)
-    assert len(preds) == 3 and all(p["prediction"] is None for p in preds)
-    assert json.loads(preds[0]["failure_json"])["error_kind"] == "empty_output"
+    assert len(preds) == 3 and all(p["sample_error"] == "empty_output" and not p["prediction"] for p in preds)
+    assert fb.n_calls == 1                                   # one n=K request, never redrawn
     verdicts = run_judging(client, [story], positions, preds, settings)
     assert jb.n_calls == 0
-    assert [v["verdict"] for v in verdicts] == [None] * 3
-    assert json.loads(verdicts[0]["failure_json"])["error_kind"] == "prediction_failed"
+    assert [v["verdict"] for v in verdicts] == ["N"] * 3
 
 
 def test_judge_prompt_is_anchored_in_both_blocks_and_continuation_truncated(tmp_path):
