@@ -190,7 +190,9 @@ def test_embedded_panel_of_three_configured_models(tmp_path):
     raw["wse"].pop("consistency_judge")
     raw["wse"]["consistency_judges"] = [{"model": "smollm2"}, {"model": "smol-cold"},
                                         {"model": "smol-hot", "sampling": {"top_p": 0.8}, "label": "hot"}]
-    raw["wse"]["budgets"] = {**raw["wse"]["budgets"], "consistency_judge": 160}
+    from wse_platform.config import profile_scale
+    quick = profile_scale(raw["profile"])["wse"]["budgets"]      # the demo's budgets live in its profile
+    raw["wse"]["budgets"] = {**quick, "consistency_judge": 160}
     s = settings_from_dict(raw)
     client = LLMClient(s, use_cache=False, progress=False, max_attempts=1)
     t = JudgedTrajectory(model="smollm2", arch="B1", seed=make_seed("E", family="smallville"),
