@@ -300,41 +300,26 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
         pdef = node.partitions_def
         pks: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]
         part = (only or {}).get(key)
-        if part is not None and kept is not None and {r.partition for r in kept} == set(pks):
-            # a cell run: recompute its partitions (and what reads them), keep the other rows
-            old_rows = {r.partition: r for r in kept}
-            done = _materialized(instance, key, pdef is not None) if part else set()
-            parents = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
-                       if graph.get(p).is_materializable]
-            external = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
-                        if graph.get(p).is_external and not graph.get(p).is_observable and graph.get(p).partitions_def]
-            for pk in pks:
-                if pk not in part:
-                    row = old_rows[pk]
-                elif pk not in done:
-                    row = CellStatus(key.to_user_string(), pk, MISSING, [])
-                else:
-                    status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
-                    if status == STALE:  # name the edit behind it, however far upstream
-                        causes = with_edits(causes, edits.since_built(key, pk))
-                    row = CellStatus(key.to_user_string(), pk, status, causes)
-                seen[(key, pk)] = row.status
-                out.append(row)
-            continue
-        done = _materialized(instance, key, pdef is not None)
-        parents = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
-                   if graph.get(p).is_materializable]
-        external = [p for p in sorted(node.parent_keys, key=lambda k: k.to_user_string())
+        # a cell run: recompute its partitions (and what reads them), keep the other rows
+        partial = part is not None and kept is not None and {r.partition for r in kept} == set(pks)
+        old_rows = {r.partition: r for r in kept} if partial else {}
+        done = _materialized(instance, key, pdef is not None) if (part or not partial) else set()
+        by_name = sorted(node.parent_keys, key=lambda k: k.to_user_string())
+        parents = [p for p in by_name if graph.get(p).is_materializable]
+        external = [p for p in by_name
                     if graph.get(p).is_external and not graph.get(p).is_observable and graph.get(p).partitions_def]
         for pk in pks:
-            if pk not in done:
-                status, causes = MISSING, []
+            if partial and pk not in part:
+                row = old_rows[pk]
+            elif pk not in done:
+                row = CellStatus(key.to_user_string(), pk, MISSING, [])
             else:
                 status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
                 if status == STALE:  # name the edit behind it, however far upstream
                     causes = with_edits(causes, edits.since_built(key, pk))
-            seen[(key, pk)] = status
-            out.append(CellStatus(key.to_user_string(), pk, status, causes))
+                row = CellStatus(key.to_user_string(), pk, status, causes)
+            seen[(key, pk)] = row.status
+            out.append(row)
     return out
 
 
