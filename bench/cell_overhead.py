@@ -8,7 +8,7 @@ asset checks (`in_sync` over every cell of the grid) and, once per process, impo
 definitions. Prints the command's wall and CPU time, each run's wall time as the CLI reports it,
 and with `--profile` the 30 most expensive functions of ours and Dagster's (cumulative).
 
-    python bench/cell_overhead.py /tmp/wse-fleet-XXXX/wse --cells 3 [--select group:wse_bench] [--profile]
+    python bench/cell_overhead.py /tmp/wse-fleet-XXXX/wse --cells 3 [--select group:wse_cells group:wse_verdicts] [--profile]
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="platform time per cached cell rerun")
     ap.add_argument("folder", type=Path)
     ap.add_argument("--cells", type=int, default=3)
-    ap.add_argument("--select", default="group:wse_bench")
+    ap.add_argument("--select", nargs="+", default=["group:wse_cells", "group:wse_verdicts"])
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     cfg = args.folder / "wse.yaml"
@@ -43,7 +43,7 @@ def main() -> int:
     env = {**os.environ, "DAGSTER_HOME": str(args.folder / "dagster_home"), "PYTHONPATH": str(REPO)}
     cmd = [sys.executable] + (["-m", "cProfile", "-o", str(args.folder / "cell_overhead.prof")] if args.profile
                               else []) + ["-m", "wse_platform.cli", "--config", str(cfg), "materialize",
-                                          "--select", args.select, "--partition", *cells, "--parallel", "1"]
+                                          "--select", *args.select, "--partition", *cells, "--parallel", "1"]
     t0 = time.perf_counter()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)

@@ -2,7 +2,7 @@
 
 Starts the simulated OpenAI-compatible server of `bench/fleet_server.py` (N slots, lognormal
 service time per sequence) and runs each paper design at reduced length through the real CLI
-(`python -m wse_platform.cli materialize --select group:<benchmark> --parallel P`, fresh
+(`python -m wse_platform.cli materialize --select group:<benchmark>_{sources,cells,verdicts,tables} --parallel P`, fresh
 warehouse, cache and Dagster home per benchmark):
 
     wse      12 architectures x 42 seeds, horizon 3, a panel of three judge models (consistency
@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-GROUPS = {"wse": "wse_bench", "ncp": "ncp_bench", "endings": "endings"}
+STAGES = ("sources", "cells", "verdicts", "tables")   # assets/groups.py: <bench>_<stage>
 
 
 def free_port() -> int:
@@ -129,7 +129,7 @@ def run_one(bench: str, args, root: Path) -> dict:
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
         cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
-               "--select", f"group:{GROUPS[bench]}", "--parallel", str(args.parallel)]
+               "--select", *(f"group:{bench}_{stage}" for stage in STAGES), "--parallel", str(args.parallel)]
         t0 = time.time()
         with open(folder / "cli.log", "w") as out:
             rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
