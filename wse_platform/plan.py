@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wse_platform.config import Settings
+from wse_platform.config import ENDINGS_PIPELINE_STEPS, Settings
 
 CHARS_PER_TOKEN = 4
 # Typical output lengths in tokens where no call was observed (capped by the role's budget): the
@@ -88,17 +88,7 @@ class Observed:
     by_role_model: dict[tuple[str, str], tuple[float, float, float, int]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, warehouse: Path) -> "Observed":
-        if not warehouse.exists():
-            return cls()
-        try:
-            import duckdb
-            with duckdb.connect(str(warehouse), read_only=True) as con:
-                rows = con.execute(
-                    "SELECT role, model, avg(tokens_in), avg(tokens_out / greatest(n_samples, 1)), avg(latency_s), "
-                    "count(*) FROM llm_calls WHERE NOT cache_hit AND valid GROUP BY role, model").fetchall()
-        except Exception:  # noqa: BLE001 - no table yet, or the warehouse is busy: plan from estimates
-            return cls()
+    def from_rows(cls, rows: list[tuple]) -> "Observed":
         return cls({(r, m): (float(a or 0), float(b or 0), float(c or 0), int(n)) for r, m, a, b, c, n in rows})
 
     def get(self, role: str, model: str) -> tuple[float, float, float, int] | None:
@@ -132,20 +122,34 @@ def _load(role: str, model: str, requests: int, input_chars: float, budget: int 
 
 # ---- WSE-bench ---------------------------------------------------------------------------------
 
-def _wse_seed_npcs(settings: Settings) -> tuple[list[int], float]:
+OBSERVED_SQL = ("SELECT role, model, avg(tokens_in), avg(tokens_out / greatest(n_samples, 1)), avg(latency_s), "
+                "count(*) FROM llm_calls WHERE NOT cache_hit AND valid GROUP BY role, model")
+SEEDS_SQL = "SELECT seed_id, seed_json FROM wse_episode_seeds ORDER BY seed_order"
+
+
+def warehouse_facts(warehouse: Path) -> tuple[Observed, list[tuple[str, str]]]:
+    """What the plan reads from the warehouse, in one read-only visit: the observed means of
+    `llm_calls` and the stored WSE seeds (empty where a table is not built yet)."""
+    import duckdb
+
+    from wse_platform.warehouse import read_only_or_empty
+
+    def fetch(con, sql: str) -> list[tuple]:
+        try:
+            return con.execute(sql).fetchall()
+        except duckdb.CatalogException:  # not built yet: plan from estimates
+            return []
+    with read_only_or_empty(warehouse) as con:
+        return Observed.from_rows(fetch(con, OBSERVED_SQL)), fetch(con, SEEDS_SQL)
+
+
+def _wse_seed_npcs(settings: Settings, seed_rows: list[tuple[str, str]]) -> tuple[list[int], float]:
     """NPC counts of the seeds the cells run, and the mean world size in characters."""
     import json
 
-    import duckdb
     w = settings.wse
     n = len(w.seed_ids) if w.seed_ids else (w.n_seeds or 42)
-    try:
-        with duckdb.connect(str(settings.warehouse), read_only=True) as con:
-            rows = con.execute("SELECT seed_id, seed_json FROM wse_episode_seeds ORDER BY seed_order").fetchall()
-    except Exception:  # noqa: BLE001 - sources not built yet
-        rows = []
-    if w.seed_ids:
-        rows = [r for r in rows if r[0] in set(w.seed_ids)]
+    rows = [r for r in seed_rows if r[0] in set(w.seed_ids)] if w.seed_ids else list(seed_rows)
     rows = rows[:n]
     if not rows:
         return [DEFAULT_NPCS] * n, float(DEFAULT_WORLD_CHARS)
@@ -153,14 +157,14 @@ def _wse_seed_npcs(settings: Settings) -> tuple[list[int], float]:
     return npcs + [DEFAULT_NPCS] * (n - len(npcs)), sum(len(js) for _, js in rows) / len(rows)
 
 
-def plan_wse(settings: Settings, observed: Observed) -> list[CellPlan]:
+def plan_wse(settings: Settings, observed: Observed, seed_rows: list[tuple[str, str]]) -> list[CellPlan]:
     from wse_platform.wse.architecture import parse_architecture
 
     w = settings.wse
     if not w.models:
         return []
     horizon = w.horizon or 20
-    npcs, world = _wse_seed_npcs(settings)
+    npcs, world = _wse_seed_npcs(settings, seed_rows)
     seeds = len(npcs)
     narrative = min(TYPICAL_OUT["wse.story_agent"], w.budgets["story_agent"]) * CHARS_PER_TOKEN
     history = world + narrative * (horizon - 1) / 2          # mean over the steps of a trajectory
@@ -305,7 +309,6 @@ def plan_endings(settings: Settings, observed: Observed, problems: list[str]) ->
     story = (max(1, round(words / 17)), int(words * 6))          # ~17 words per sentence
     for model in e.generators:
         for pipeline in e.pipelines:
-            from wse_platform.config import ENDINGS_PIPELINE_STEPS
             cell = CellPlan("endings", f"{pipeline}|{model}")
             steps = [s for s in ENDINGS_PIPELINE_STEPS[pipeline] if s not in e.ablate.get(pipeline, [])]
             for step in steps:
@@ -338,8 +341,9 @@ class Plan:
 
 
 def build(settings: Settings) -> Plan:
-    observed, problems = Observed.load(settings.warehouse), []
-    cells = plan_wse(settings, observed) + plan_ncp(settings, observed) + plan_endings(settings, observed, problems)
+    (observed, seed_rows), problems = warehouse_facts(settings.warehouse), []
+    cells = (plan_wse(settings, observed, seed_rows) + plan_ncp(settings, observed)
+             + plan_endings(settings, observed, problems))
     return Plan(cells, observed, problems)
 
 

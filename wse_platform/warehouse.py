@@ -57,6 +57,22 @@ class WarehouseError(InfrastructureError):
     """A warehouse problem; the message names the file (and, where there is one, the fix)."""
 
 
+@contextlib.contextmanager
+def read_only_or_empty(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The warehouse read-only under its lock, or an empty in-memory database when the file does not
+    exist yet (readers such as `wse view` and `wse plan` never create a warehouse)."""
+    path = Path(path)
+    if not path.exists():
+        con = duckdb.connect(":memory:")
+        try:
+            yield con
+        finally:
+            con.close()
+        return
+    with Warehouse(path).connect(read_only=True) as con:
+        yield con
+
+
 def sql_to_polars(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
     """Run `sql` and return polars (empty frame for statements without a result).
 

@@ -8,17 +8,14 @@ runs writing cells are not blocked for longer than a page takes.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import duckdb
-
 from wse_platform.view import pages
+from wse_platform.warehouse import read_only_or_empty
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'",
@@ -31,22 +28,6 @@ HEADERS = {
 
 def allowed_hosts(port: int) -> set[str]:
     return {f"{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")}
-
-
-@contextlib.contextmanager
-def read_only(warehouse: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The warehouse read-only (under its lock); an empty in-memory database when it does not
-    exist yet, so every page says 'not built yet' instead of creating a file."""
-    if not warehouse.exists():
-        con = duckdb.connect(":memory:")
-        try:
-            yield con
-        finally:
-            con.close()
-        return
-    from wse_platform.warehouse import Warehouse
-    with Warehouse(warehouse).connect(read_only=True) as con:
-        yield con
 
 
 def make_handler(warehouse: Path, port: int) -> type[BaseHTTPRequestHandler]:
@@ -82,7 +63,7 @@ def make_handler(warehouse: Path, port: int) -> type[BaseHTTPRequestHandler]:
                 return
             params = {k: v[0] for k, v in parse_qs(url.query).items()}
             try:
-                with read_only(warehouse) as con:
+                with read_only_or_empty(warehouse) as con:
                     body = route(con, params)
             except Exception as err:  # noqa: BLE001 - one bad page must not stop the viewer
                 print(f"wse view: {url.path}: {type(err).__name__}: {err}", file=sys.stderr)
