@@ -502,13 +502,9 @@ def process_tags() -> dict[str, str]:
 
 
 def _alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return start is None or _process_start(pid) in (None, start)
+    """The run's process still lives: the pid exists and, when its start time was noted, is the same process."""
+    from wse_platform.procs import pid_alive
+    return pid_alive(pid) and (start is None or _process_start(pid) in (None, start))
 
 
 def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:

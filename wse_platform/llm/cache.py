@@ -24,23 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from wse_platform.llm.errors import CacheCorrupted
+from wse_platform.procs import pid_alive
 
 _CHUNK = 500  # keys per SELECT ... IN (...)
 CLAIM_MAX_AGE_S = 3600.0  # a claim older than this is taken over even if its process still runs
 # claim owners of this process that are still asking; a claim of this process by an owner not listed
 # here was left by a client that failed (e.g. its disk filled before it could drop the claim)
 LIVE_OWNERS: set[str] = set()
-
-
-def _alive(pid: int) -> bool:
-    import os
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def corrupted(path: Path, err: Exception) -> CacheCorrupted:
@@ -211,7 +201,7 @@ class ResponseCache:
                             if k in hits:
                                 continue
                             h = held.get(k)
-                            if h is None or h[0] == owner or (h[1] == host and not _alive(h[2])) \
+                            if h is None or h[0] == owner or (h[1] == host and not pid_alive(h[2])) \
                                     or (h[2] == pid and h[1] == host and h[0] not in LIVE_OWNERS) \
                                     or now - h[3] > CLAIM_MAX_AGE_S:
                                 take.append((k, owner, host, pid, now))
