@@ -9,24 +9,28 @@ import re
 from tests.ncp._ncp_helpers import Script, ncp_asset_runner, statuses, text_of
 
 
-def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
+def _scripted_cell(tmp_path, monkeypatch, namespace: str, arch: str, t_max: int, override=None):
+    """Every model of the config answered by the NCP script (one PENDING status for every commitment
+    listed); `override(call)` may answer first (None: fall through). Returns (run, cell, backend, cfg)."""
     import wse_platform.llm as llm_mod
     from assets.partitions import cell_key
     from wse_platform.llm import ScriptedBackend
-    from wse_platform.warehouse import Warehouse
 
     script = Script()
 
     def answer(call):
-        if call.role == "ncp.commitment_status":  # one PENDING status for every commitment listed
+        got = override(call) if override is not None else None
+        if got is not None:
+            return got
+        if call.role == "ncp.commitment_status":
             ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
             return [statuses(ids=tuple(ids))] * call.n
         return script(call)
 
-    backend = ScriptedBackend(answer, namespace="ncp-assets-test")
+    backend = ScriptedBackend(answer, namespace=namespace)
     base = llm_mod.LLMClient
 
-    class ScriptedClient(base):  # every model of the config answered by the script
+    class ScriptedClient(base):
         def __init__(self, settings, *args, **kwargs):
             kwargs["backends"] = {"smollm2": backend}
             super().__init__(settings, *args, **kwargs)
@@ -35,11 +39,15 @@ def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
     cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
            "artifacts_dir": str(tmp_path / "artifacts"),
            "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
-           "ncp": {"narrators": ["smollm2"], "architectures": ["memory+adversarial"], "player_model": "smollm2",
-                   "auditor": {"model": "smollm2"}, "t_max": 2, "n_specs": 1}}
-    run = ncp_asset_runner(tmp_path, cfg)
+           "ncp": {"narrators": ["smollm2"], "architectures": [arch], "player_model": "smollm2",
+                   "auditor": {"model": "smollm2"}, "t_max": t_max, "n_specs": 1}}
+    return ncp_asset_runner(tmp_path, cfg), str(cell_key("smollm2", arch)), backend, cfg
 
-    cell = str(cell_key("smollm2", "memory+adversarial"))
+
+def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
+    from wse_platform.warehouse import Warehouse
+
+    run, cell, backend, _ = _scripted_cell(tmp_path, monkeypatch, "ncp-assets-test", "memory+adversarial", 2)
     run({"ncp_specs"})
     run({"ncp_episodes", "ncp_turns"}, cell)
     n_calls = backend.n_calls
@@ -66,37 +74,17 @@ def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):
 def test_an_episode_without_a_result_is_listed_apart_and_played_again_by_the_next_run(tmp_path, monkeypatch):
     """A call still failing after retries: the episode is in ncp_failed_episodes (role, reason), not in
     ncp_episodes; the next run of the cell plays it again, with fresh attempts past the cached failures."""
-    import wse_platform.llm as llm_mod
-    from assets.partitions import cell_key
-    from wse_platform.llm import ScriptedBackend
     from wse_platform.warehouse import Warehouse
 
-    script, broken = Script(), {"narrator": True}
+    broken = {"narrator": True}
 
-    def answer(call):
+    def narrator_not_json(call):
         if call.role == "ncp.narrator" and broken["narrator"]:
             return ["The story goes on (not JSON)."] * call.n
-        if call.role == "ncp.commitment_status":
-            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
-            return [statuses(ids=tuple(ids))] * call.n
-        return script(call)
+        return None
 
-    backend = ScriptedBackend(answer, namespace="ncp-failed-test")
-    base = llm_mod.LLMClient
-
-    class ScriptedClient(base):
-        def __init__(self, settings, *args, **kwargs):
-            kwargs["backends"] = {"smollm2": backend}
-            super().__init__(settings, *args, **kwargs)
-
-    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
-    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
-           "artifacts_dir": str(tmp_path / "artifacts"),
-           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
-           "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
-                   "auditor": {"model": "smollm2"}, "t_max": 1, "n_specs": 1}}
-    run = ncp_asset_runner(tmp_path, cfg)
-    cell = str(cell_key("smollm2", "baseline+adversarial"))
+    run, cell, _, _ = _scripted_cell(tmp_path, monkeypatch, "ncp-failed-test", "baseline+adversarial", 1,
+                                     narrator_not_json)
     run({"ncp_specs"})
     run({"ncp_episodes", "ncp_turns"}, cell)
     wh = Warehouse(tmp_path / "wh.duckdb")
@@ -114,35 +102,9 @@ def test_an_episode_without_a_result_is_listed_apart_and_played_again_by_the_nex
 
 def test_changing_the_in_loop_auditor_adds_cells_instead_of_overwriting_them(tmp_path, monkeypatch):
     """Table 1 (one auditor) and Tables 3-4 (another) coexist: the in-loop auditor is part of the cell's key."""
-    import wse_platform.llm as llm_mod
-    from assets.partitions import cell_key
-    from wse_platform.llm import ScriptedBackend
     from wse_platform.warehouse import Warehouse
 
-    script = Script()
-
-    def answer(call):
-        if call.role == "ncp.commitment_status":
-            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
-            return [statuses(ids=tuple(ids))] * call.n
-        return script(call)
-
-    backend = ScriptedBackend(answer, namespace="ncp-auditor-key-test")
-    base = llm_mod.LLMClient
-
-    class ScriptedClient(base):
-        def __init__(self, settings, *args, **kwargs):
-            kwargs["backends"] = {"smollm2": backend}
-            super().__init__(settings, *args, **kwargs)
-
-    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
-    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
-           "artifacts_dir": str(tmp_path / "artifacts"),
-           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
-           "ncp": {"narrators": ["smollm2"], "architectures": ["baseline+adversarial"], "player_model": "smollm2",
-                   "auditor": {"model": "smollm2"}, "t_max": 1, "n_specs": 1}}
-    cell = str(cell_key("smollm2", "baseline+adversarial"))
-    run = ncp_asset_runner(tmp_path, cfg)
+    run, cell, _, cfg = _scripted_cell(tmp_path, monkeypatch, "ncp-auditor-key-test", "baseline+adversarial", 1)
     run({"ncp_specs"})
     run({"ncp_episodes", "ncp_turns"}, cell)
     cfg["ncp"]["auditor"] = {"model": "smollm2", "count": 3}  # another auditor configuration
