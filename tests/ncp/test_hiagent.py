@@ -11,12 +11,14 @@ from wse_platform.config import settings_from_dict
 from wse_platform.llm import LLMClient, ScriptedBackend
 from wse_platform.ncp.episode import (ROLE_HIAGENT, ROLE_MEMORY, ROLE_NARRATOR, Architecture, AuditorSetup,
                                       EpisodeSetup, run_episodes)
-from wse_platform.ncp.memory import HiAgentMemory
-from wse_platform.ncp.render import Exchange
+from wse_platform.ncp.memory import MEMORY_CHUNKS, MEMORY_TOKENS, OWN_TEXTS, HiAgentMemory, SummaryJob
 
 T1 = "You search the hall; the butler drops a silver key at your feet."
 T2 = "You face the iron vault door."
 T3 = "You remember the key's weight in your palm."
+T4 = "The vault swings open."
+T5 = "You step out into the rain."
+T6 = "A carriage waits at the gate."
 
 
 @pytest.fixture
@@ -41,31 +43,40 @@ def memory_of(call) -> str:
     return text_of(call).split("Your working memory:")[1].split("Player input for this turn:")[0]
 
 
-def test_subgoals_summaries_and_retrieval(settings):
+def test_subgoals_summaries_regenerated_for_each_prompt_and_retrieval(settings):
     script = Script(ncp__memory_hiagent=[hi(subgoal="Find the vault key", text=T1),
-                                         hi(subgoal="Open the vault", text=T2), hi(retrieve=[1]), hi(text=T3)],
+                                         hi(subgoal="Open the vault", text=T2), hi(retrieve=[1]), hi(text=T3),
+                                         hi(text=T4), hi(subgoal="Leave the manor", text=T5), hi(text=T6)],
                     ncp__memory_summary=['{"summary": "Lane got the silver key from the butler."}'],
                     ncp__node_update=[NODE_YES])  # the auditor's node boundary plays no part in memory
-    result, rec = run(settings, script)
+    result, rec = run(settings, script, t_max=6)
     (ep,) = result.episode_rows()
-    assert ep["termination"] == "SURVIVAL" and ep["turns"] == 3
+    assert ep["termination"] == "SURVIVAL" and ep["turns"] == 6
     hia = rec.of(ROLE_HIAGENT)
-    assert [c.tags["turn"] for c in hia] == ["1", "2", "3", "3"]  # turn 3: retrieve, then narrate
+    assert [c.tags["turn"] for c in hia] == ["1", "2", "3", "3", "4", "5", "6"]  # turn 3: retrieve, then narrate
     assert not rec.of(ROLE_NARRATOR)
-    # turn 2: subgoal 1 is current, its turn in detail
-    assert "Current subgoal 1: Find the vault key" in text_of(hia[1]) and T1 in text_of(hia[1])
-    # one summary, written after subgoal 2 was proposed (turn 2), with the narrator's model
-    (summ,) = rec.of(ROLE_MEMORY)
-    assert summ.tags["turn"] == "2" and "Find the vault key" in text_of(summ) and T1 in text_of(summ)
-    # turn 3: in the working memory, subgoal 1 only as its summary ...
-    first, second = memory_of(hia[2]), memory_of(hia[3])
-    assert "Lane got the silver key from the butler." in first and T1 not in first
-    assert "Current subgoal 2: Open the vault" in first and T2 in first
-    # ... until retrieved: then its detailed turns are back
-    assert T1 in second
+    # turn 1: the initial observation only; turn 2: one subgoal, the memory as it is (no numbers)
+    assert memory_of(hia[0]).strip() == "Observation: The story has begun."
+    assert memory_of(hia[1]).strip() == ("Observation: The story has begun.\nSubgoal: Find the vault key\n"
+                                         f"Action: {T1}\nObservation: The player says: I try move number 2.")
+    # turn 3: two subgoals, the finished one only as its summary, numbered within the window
+    assert memory_of(hia[2]).strip() == (
+        "Observation: The story has begun.\n1 Subgoal: Find the vault key\n"
+        "Observation: Lane got the silver key from the butler.\n2 Subgoal: Open the vault\n"
+        f"Action: {T2}\nObservation: The player says: I try move number 3.")
+    # ... until retrieved: then its detailed turn is back, and stays until the next subgoal
+    assert T1 in memory_of(hia[3]) and T1 in memory_of(hia[4]) and "1 Subgoal" not in memory_of(hia[3])
+    # the subgoal proposed at turn 5 drops the retrieval: at turn 6 both finished subgoals are summaries
+    assert T1 not in memory_of(hia[6]) and T2 not in memory_of(hia[6])
+    assert "1 Subgoal: Find the vault key" in memory_of(hia[6]) and "3 Subgoal: Leave the manor" in memory_of(hia[6])
+    # a summary is requested for every prompt that shows it (regenerated), with the narrator's model
+    summ = rec.of(ROLE_MEMORY)
+    assert [c.tags["turn"] for c in summ] == ["3", "6", "6"] and {c.model for c in summ} == {"narr"}
+    assert "Find the vault key" in text_of(summ[0]) and T1 in text_of(summ[0])
+    assert summ[0].messages == summ[1].messages  # the same request again: answered by the cache
     # next to the memory, the whole baseline history (as the reference method: baseline prompt plus memory)
-    assert T1 in text_of(hia[2]).split("Your working memory:")[0]
     first = text_of(hia[2])
+    assert T1 in first.split("Your working memory:")[0]
     # the HiAgent narrator gets the narrator's inputs (current node, commitments, facts, player input)
     spec = make_spec()
     for needle in [c.violation_condition for c in spec.commitments] + \
@@ -73,8 +84,9 @@ def test_subgoals_summaries_and_retrieval(settings):
         assert needle in first
     assert sum(n.key_delta in first for n in spec.trajectory) == 1  # the current node only (as the reference)
     mem = json.loads(result.turn_rows()[3]["memory_json"])
-    assert [s["summary"] for s in mem["subgoals"]] == ["Lane got the silver key from the butler.", None]
-    assert [st.get("retrieve") for st in mem["steps"]] == [[1], []] and mem["retrieved"] == [1]
+    assert [st["retrieve"] for st in mem["steps"]] == [[1], None] and mem["retrieve_ids"] == [1]
+    assert mem["steps"][0]["summaries"] == {"Find the vault key": "Lane got the silver key from the butler."}
+    assert mem["steps"][0]["tokenizer"].startswith(("tiktoken:", "estimate"))
     assert result.turn_rows()[3]["narrator_text"] == T3
 
 
@@ -109,19 +121,42 @@ def test_a_step_needs_exactly_one_action():
     assert HiAgentStep.model_validate({"retrieve": [2]}).text is None
 
 
-def test_memory_rendering_keeps_the_opening_and_numbers_subgoals():
+def test_memory_layout_numbers_subgoals_within_the_window_and_an_unknown_id_matches_nothing():
+    texts = OWN_TEXTS
     mem = HiAgentMemory()
-    mem.record(Exchange(0, None, "Opening scene."))
-    mem.propose("A", 1)
-    mem.record(Exchange(1, "I look.", "You see a door."))
-    mem.propose("B", 2)
-    assert [s.number for s in mem.unsummarised()] == [1]
-    mem.subgoals[0].summary = "Saw a door."
-    text = mem.render()
-    assert "Opening scene." in text and "Subgoal 1 (finished, summarised): A" in text
-    assert "You see a door." not in text and "Current subgoal 2: B" in text
-    assert mem.retrieve([1, 2]) == [2]  # the current subgoal is not a summarised one
-    assert "You see a door." in mem.render()
+    mem.observe("first move", texts)  # no narration yet: only the initial observation
+    mem.propose("A")
+    mem.act("You see a door.")
+    mem.observe("I open it.", texts)
+    mem.propose("B")
+    mem.act("The door creaks.")
+    window = mem.window(texts)
+    (job,) = mem.summary_jobs(window, texts)
+    assert job == SummaryJob("A", "Action: You see a door.\nObservation: The player says: I open it.")
+    text = mem.render(window, texts, {job: "Saw a door."})
+    assert text == ("Observation: The story has begun.\n1 Subgoal: A\nObservation: Saw a door.\n2 Subgoal: B")
+    assert mem.ends_with_subgoal(window)
+    mem.retrieve([2, 7])  # the current subgoal and an id naming nothing: ignored, A stays summarised
+    assert mem.summary_jobs(window, texts) == [job]
+    mem.retrieve([1])
+    assert mem.summary_jobs(window, texts) == [] and "You see a door." in mem.render(window, texts, {})
+    mem.propose("C")  # a new subgoal drops the retrievals
+    assert mem.subgoal_idx == [] and len(mem.summary_jobs(mem.window(texts), texts)) == 2
+    # numbering is within the window: without the initial chunk and subgoal A, B is subgoal 1
+    later = mem.window(texts, drop=3)
+    assert mem.render(later, texts, {SummaryJob("B", ""): "Heard it."}).startswith("1 Subgoal: B\nObservation: Heard")
+
+
+def test_the_window_is_the_last_100_chunks():
+    mem = HiAgentMemory()
+    mem.propose("Keep going")
+    for t in range(1, 151):
+        mem.act(f"short narration {t}.")
+        mem.observe(f"move {t}", OWN_TEXTS)
+    window = mem.window(OWN_TEXTS)
+    assert MEMORY_CHUNKS == 100 and len(window) == 100 and len(mem.chunks) == 151
+    text = mem.render(window, OWN_TEXTS, {})
+    assert "short narration 150." in text and "short narration 51." in text and "short narration 50." not in text
 
 
 def test_hiagent_with_the_natural_player_is_an_accepted_architecture():
@@ -130,17 +165,29 @@ def test_hiagent_with_the_natural_player_is_an_accepted_architecture():
     assert s.ncp.architectures == ["memory+natural"]
 
 
-def test_the_working_memory_shows_the_last_100_chunks_within_12k_tokens():
-    from wse_platform.ncp.memory import MEMORY_CHUNKS, MEMORY_TOKENS
-    mem = HiAgentMemory()
-    mem.propose("Keep going", 1)
-    for t in range(1, 151):
-        mem.record(Exchange(t, f"move {t}", f"short narration {t}."))
-    text = mem.render()
-    assert "short narration 150." in text and "short narration 51." in text and "short narration 50." not in text
-    assert MEMORY_CHUNKS == 100 and len(mem.chunks()) == 151
-    big = HiAgentMemory()
-    big.propose("Keep going", 1)
-    for t in range(1, 30):
-        big.record(Exchange(t, "move", "x" * 4000))
-    assert len(big.render()) / 4 <= MEMORY_TOKENS + 1000 and len(big.render()) < 29 * 4000
+def test_the_prompt_is_cut_to_12k_tokens_from_the_oldest_chunk_counted_with_tiktoken(settings):
+    from wse_platform.ncp import tokens
+    count = tokens.counter()
+    assert count.name == "tiktoken:o200k_base"  # the reference's gpt-4o-mini encoding, offline (litellm's copy)
+    long = " ".join(f"Corridor {i} bends left past a portrait of a grey heron." for i in range(140))
+    script = Script(ncp__memory_hiagent=[hi(subgoal="Walk the corridors", text=long), hi(text=long)])
+    result, rec = run(settings, script, t_max=4)
+    steps = [json.loads(r["memory_json"])["steps"][0] for r in result.turn_rows()[1:]]
+    hia = rec.of(ROLE_HIAGENT)
+    assert [s["prompt_tokens"] for s in steps] == [count(text_of(c)) for c in hia]
+    assert all(s["tokenizer"] == "tiktoken:o200k_base" for s in steps)
+    # turn 4: init, subgoal and 3 narrations would pass 12k tokens; cut from the oldest chunk until within
+    assert [s["window_chunks"] for s in steps] == [1, 3, 4, 2]
+    assert steps[3]["prompt_tokens"] <= MEMORY_TOKENS < steps[3]["prompt_tokens"] + count(long)
+    assert memory_of(hia[3]).strip().startswith(f"Action: {long}") and "Walk the corridors" not in memory_of(hia[3])
+
+
+def test_without_tiktoken_the_budget_is_estimated_and_the_fallback_recorded(monkeypatch, caplog):
+    import sys
+
+    from wse_platform.ncp import tokens
+    monkeypatch.setitem(sys.modules, "tiktoken", None)  # import fails
+    with caplog.at_level("WARNING"):
+        est = tokens._load("gpt-4o-mini")
+    assert est.name.startswith("estimate-4-chars: tiktoken is not installed") and est("x" * 40) == 10
+    assert "tiktoken unavailable" in caplog.text

@@ -18,9 +18,18 @@ _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 _STRIP = " \t\r\n\"'`.*"
 
 
+def is_text_format(output_model: type[BaseModel]) -> bool:
+    """An output class read from a line format, not JSON: it has `from_text(text) -> instance`
+    (raising ValueError when the text does not follow the format). No JSON schema is sent."""
+    return callable(getattr(output_model, "from_text", None))
+
+
 @lru_cache(maxsize=None)
-def schema_of(output_model: type[BaseModel]) -> tuple[dict[str, Any], str]:
-    """JSON schema of an output class and its canonical JSON text, computed once per class."""
+def schema_of(output_model: type[BaseModel]) -> tuple[dict[str, Any] | None, str]:
+    """JSON schema of an output class and its canonical JSON text, computed once per class
+    (a line-format class: no schema, its qualified name keys the cache)."""
+    if is_text_format(output_model):
+        return None, f"text-format:{output_model.__module__}.{output_model.__qualname__}"
     schema = output_model.model_json_schema()
     return schema, json.dumps(schema, sort_keys=True, separators=(",", ":"))
 
@@ -85,7 +94,18 @@ def parse_text(text: str) -> Parsed:
     return Parsed(True, value=text)
 
 
+def parse_text_format(text: str, output_model: type[BaseModel]) -> Parsed:
+    if not text.strip():
+        return Parsed(False, error_kind="empty_output", message="empty output")
+    try:
+        return Parsed(True, value=output_model.from_text(text))  # type: ignore[attr-defined]
+    except ValueError as err:  # pydantic's ValidationError is a ValueError
+        return Parsed(False, error_kind="schema_violation", message=f"{output_model.__name__}: {err}")
+
+
 def parse_sample(text: str, output_model: type[BaseModel] | None, choices: list[str] | None) -> Parsed:
+    if output_model is not None and is_text_format(output_model):
+        return parse_text_format(text, output_model)
     if output_model is not None:
         return parse_json(text, output_model)
     if choices is not None:

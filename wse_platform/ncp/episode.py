@@ -13,18 +13,18 @@ the reason, and the next run of the cell plays it again.
 
 Each episode of a cell runs on its own (`wse_platform.flow.each`): its next request goes out as
 soon as its previous answer is back, whatever the other episodes are doing.
-The `memory` narrator is HiAgent (`memory.py`).
+The `memory` narrator is HiAgent (`hiagent.py`, `memory.py`).
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from wse_platform import flow
+from wse_platform.ncp import hiagent
 from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
-from wse_platform.ncp.memory import MAX_RETRIEVE_DEPTH, HiAgentMemory, cap_summary
+from wse_platform.ncp.memory import HiAgentMemory
 from wse_platform.ncp.prompter import Prompter
 from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.roles import (AUDITOR_ROLES, ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK,  # noqa: F401
@@ -125,10 +125,6 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
         audit_turns(client, prompter, pending)
         survivors = [p for p in pending if not p.run.done]
         for p in survivors:
-            if p.run.memory is not None:
-                p.run.memory.record(p.run.history[-1])
-        summarise_subgoals(client, prompter, survivors)
-        for p in survivors:
             if not p.run.done and t == setup.t_max:
                 p.row["outcome"] = "SURVIVAL"
                 p.run.end("SURVIVAL", t)
@@ -144,14 +140,12 @@ def _opening_done(run: EpisodeRun, row: dict[str, Any], text: str) -> None:
     row["node_after"] = row["node_before"]
     row["ledger_snapshot_json"] = dump(run.ledger.snapshot())
     run.history.append(Exchange(0, None, text))
-    if run.memory is not None:
-        run.memory.record(run.history[-1])
 
 
 def narrate(client: Any, prompter: Prompter, runs: list[EpisodeRun], turn: int, inputs: dict[int, str],
             rows: dict[int, dict[str, Any]], methods: Any = None) -> dict[int, str]:
-    """The narrator step for a batch: one call for the baseline narrator; for HiAgent a control
-    step (new subgoal? narration or retrieve?), re-asked after a retrieve up to a bounded depth;
+    """The narrator step for a batch: one call for the baseline narrator; for HiAgent its control
+    step with its memory (`hiagent.py`);
     a plug-in method answers each episode in turn through its own `complete` calls."""
     out: dict[int, str] = {}
     if methods is not None:
@@ -170,56 +164,10 @@ def narrate(client: Any, prompter: Prompter, runs: list[EpisodeRun], turn: int, 
             continue
         out[id(r)] = res.output.text
         set_text(rows[id(r)], "narrator_text", res.output.text)
-    todo = [r for r in runs if r.memory is not None]
-    steps: dict[int, list[dict[str, Any]]] = {id(r): [] for r in todo}
-    for depth in range(MAX_RETRIEVE_DEPTH + 1):
-        if not todo:
-            break
-        results = client.complete_many([prompter.hiagent(r, turn, inputs[id(r)]) for r in todo])
-        again = []
-        for r, res in zip(todo, results):
-            row = rows[id(r)]
-            add_calls(row, res)
-            if not res.ok:
-                r.fail(res, turn, row)
-                continue
-            step = res.output
-            steps[id(r)].append(step.model_dump())
-            if step.subgoal is not None:
-                r.memory.propose(step.subgoal, turn)
-            if step.text is not None:
-                r.memory.ignored = []
-                out[id(r)] = step.text.strip()
-                set_text(row, "narrator_text", out[id(r)])
-            else:  # an id that names no finished subgoal is ignored (as the reference method does)
-                r.memory.retrieve(step.retrieve)
-                if depth == MAX_RETRIEVE_DEPTH:
-                    r.fail_with(ROLE_HIAGENT, "invalid_retrieve: retrieve depth exceeded", turn, row,
-                                kind="invalid_retrieve")
-                else:
-                    again.append(r)
-            row["memory_json"] = dump({"steps": steps[id(r)], **r.memory.as_dict()})
-        todo = again
+    memory = [r for r in runs if r.memory is not None]  # HiAgent (hiagent.py)
+    if memory:
+        out.update(hiagent.narrate(client, prompter, memory, turn, inputs, rows))
     return out
-
-
-def summarise_subgoals(client: Any, prompter: Prompter, survivors: list[PendingTurn]) -> None:
-    """HiAgent: summarise each finished subgoal once, with the narrator's own model."""
-    jobs = [(p, s) for p in survivors if p.run.memory is not None for s in p.run.memory.unsummarised()]
-    if not jobs:
-        return
-    results = client.complete_many([prompter.subgoal_summary(p.run, p.turn, s) for p, s in jobs])
-    for (p, s), r in zip(jobs, results):
-        add_calls(p.row, r)
-        if p.run.done:
-            continue
-        if not r.ok:
-            p.run.fail(r, p.turn, p.row, last_completed=p.turn)
-            continue
-        s.summary = cap_summary(r.output.summary)
-        before = json.loads(p.row["memory_json"]) if p.row["memory_json"] else {}
-        done = before.get("summarised", []) + [s.number]
-        p.row["memory_json"] = dump({**before, "summarised": done, **p.run.memory.as_dict()})
 
 
 # ---- warehouse frames --------------------------------------------------------------------------

@@ -15,14 +15,17 @@
 from __future__ import annotations
 
 import json
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from wse_platform.llm.types import LLMRequest
+from wse_platform.llm.types import LLMRequest, Sampling
 from wse_platform.ncp import ref_format as rf
 from wse_platform.ncp import reference, render
+from wse_platform.ncp.hiagent_ref import RefHiAgentStep, RefSummaryLine
 from wse_platform.ncp.ledger import FactLedger
+from wse_platform.ncp.memory import OWN_TEXTS, MemoryTexts
 from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.ref_schemas import (RefConflictReport, RefConflictReview, RefFactUpdate, RefNodeAssessment,
                                           RefText, ref_status_model)
@@ -34,7 +37,7 @@ from wse_platform.ncp.schemas import (ConflictReport, ConflictReview, FactDiff, 
 from wse_platform.prompts import get_prompt
 
 if TYPE_CHECKING:
-    from wse_platform.ncp.memory import Subgoal
+    from wse_platform.ncp.memory import SummaryJob
     from wse_platform.ncp.state import EpisodeRun, EpisodeSetup
 
 
@@ -124,15 +127,41 @@ class Prompter:
         return self._req(ROLE_NARRATOR, self.setup.narrator_model, "v1", NarratorResponse, run, turn,
                          history=render.system_history(run.history), **self._narrator_values(run, player_input))
 
-    def hiagent(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
-        assert run.memory is not None
-        return self._req(ROLE_HIAGENT, self.setup.narrator_model, "v1", HiAgentStep, run, turn,
-                         history=render.system_history(run.history), memory=run.memory.render(),
-                         **self._narrator_values(run, player_input))
+    def hiagent_texts(self) -> MemoryTexts:
+        """HiAgent's memory texts and limits: the reference checkout's, else ours (same limits)."""
+        return self.ref.hiagent.texts if self.ref is not None and self.ref.hiagent is not None else OWN_TEXTS
 
-    def subgoal_summary(self, run: "EpisodeRun", turn: int, subgoal: "Subgoal") -> LLMRequest:
+    def hiagent(self, run: "EpisodeRun", turn: int, player_input: str, memory: str, ends_with_subgoal: bool,
+                depth: int = 0) -> LLMRequest:
+        """HiAgent's control step: the baseline narrator's inputs (the whole history) plus the memory.
+        A re-ask after a retrieve (depth > 0) is a fresh sample: its own seed, so not a cache replay."""
+        sampling = self.setup.sampling if depth == 0 else _reask(self.setup.sampling, depth)
+        if self.ref is not None and self.ref.hiagent is not None:
+            mod = self.ref.hiagent
+            filled = self.ref.template("hiagent_narrator").format(
+                player_role=rf.role(run.spec, "player"), current_node=rf.node_block(run.spec, run.node_idx),
+                narrative_commitments=rf.commitments(run.spec, run.statuses, "(none)"),
+                pre_turn_facts=rf.facts(run.ledger), pending_fact_updates=rf.fact_updates(run.pending, run.ledger),
+                system_response_history=rf.narrator_system_history(run.history), user_input=player_input)
+            messages = [{"role": "system", "content": mod.system_message},
+                        {"role": "user", "content": mod.turn_prompt(filled, memory, ends_with_subgoal)}]
+            return LLMRequest(role=ROLE_HIAGENT, model=self.setup.narrator_model, messages=messages, sampling=sampling,
+                              output_model=RefHiAgentStep, prompt_version=f"{ROLE_HIAGENT}@{self.ref.version}",
+                              tags={"spec_id": run.spec.spec_id, "arch": run.arch, "turn": str(turn)})
+        req = self._req(ROLE_HIAGENT, self.setup.narrator_model, "v1", HiAgentStep, run, turn,
+                        history=render.system_history(run.history), memory=memory,
+                        **self._narrator_values(run, player_input))
+        return req.model_copy(update={"sampling": sampling})
+
+    def subgoal_summary(self, run: "EpisodeRun", turn: int, job: "SummaryJob") -> LLMRequest:
+        if self.ref is not None and self.ref.hiagent is not None:
+            return LLMRequest(role=ROLE_MEMORY, model=self.setup.narrator_model,
+                              messages=self.ref.hiagent.summary_messages(job.subgoal, job.trajectory),
+                              sampling=self.setup.sampling, output_model=RefSummaryLine,
+                              prompt_version=f"{ROLE_MEMORY}@{self.ref.version}",
+                              tags={"spec_id": run.spec.spec_id, "arch": run.arch, "turn": str(turn)})
         return self._req(ROLE_MEMORY, self.setup.narrator_model, "v1", SubgoalSummary, run, turn,
-                         subgoal=subgoal.text, turns=render.interaction_history(subgoal.exchanges))
+                         subgoal=job.subgoal, turns=job.trajectory or "(no turns)")
 
     # ---- audit -------------------------------------------------------------------------------
     def fact_update(self, run: "EpisodeRun", turn: int, facts: FactLedger, narrator_text: str,
@@ -211,6 +240,11 @@ class Prompter:
                          history=render.interaction_history(run.history),
                          trajectory=render.trajectory(run.spec, run.node_idx, detail=False),
                          commitments=render.commitments(run.spec, run.statuses, violation=False))
+
+
+def _reask(sampling: Sampling, depth: int) -> Sampling:
+    seed = zlib.crc32(f"hiagent-reask:{sampling.seed}:{depth}".encode()) & 0x7FFFFFFF
+    return sampling.model_copy(update={"seed": seed})
 
 
 def target_text(run: "EpisodeRun", facts: FactLedger, target_id: str, player_input: str) -> str | None:

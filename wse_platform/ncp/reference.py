@@ -4,7 +4,8 @@ Nothing of the reference is shipped: the platform reads the prompt files from th
 fills their `str.format` placeholders with the values the reference runner computes
 (`ref_format.py`), and names the prompt version `ref-<commit>` (the checkout's git HEAD, or a hash
 of the files when the folder is not a git checkout). `check()` lists what is wrong with a checkout
-(missing file, placeholder set that differs from the one the runner fills).
+(missing file, placeholder set that differs from the one the runner fills). The reference HiAgent's
+Python modules are read too (`hiagent_ref.py`): their texts are checked and loaded with the prompts.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from wse_platform.ncp import hiagent_ref
 
 # prompt key -> (path inside the checkout, the placeholders the reference runner fills)
 PROMPT_FILES: dict[str, tuple[str, frozenset[str]]] = {
@@ -86,6 +89,7 @@ class ReferencePrompts:
     root: str
     version: str                      # "ref-<commit[:12]>" or "ref-files-<sha[:12]>"
     texts: tuple[tuple[str, str], ...]  # (prompt key, template)
+    hiagent: hiagent_ref.HiAgentModule | None = None  # the reference HiAgent's texts and settings
 
     def template(self, key: str) -> str:
         return dict(self.texts)[key]
@@ -115,7 +119,7 @@ def check(root: str | Path) -> list[str]:
             extra, missing = sorted(found - expected), sorted(expected - found)
             problems.append(f"{path}: placeholders differ from the ones the reference runner fills "
                             f"(unexpected {extra}, missing {missing})")
-    return problems
+    return problems + hiagent_ref.check(root)
 
 
 def version_of(root: str | Path) -> str:
@@ -126,6 +130,8 @@ def version_of(root: str | Path) -> str:
     h = hashlib.sha256()
     for key, (rel, _) in sorted(PROMPT_FILES.items()):
         h.update(key.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    for key, rel in sorted(hiagent_ref.MODULE_FILES.items()):
+        h.update(f"hiagent.{key}".encode() + b"\0" + (root / rel).read_bytes() + b"\0")
     return f"ref-files-{h.hexdigest()[:12]}"
 
 
@@ -138,14 +144,14 @@ def _load(root: str, stamp: tuple) -> ReferencePrompts:
                                "https://github.com/NLP2CT/NCP-Bench), or remove ncp.reference to use the "
                                "platform's own prompts.")
     texts = tuple((k, (Path(root) / rel).read_text(encoding="utf-8")) for k, (rel, _) in PROMPT_FILES.items())
-    return ReferencePrompts(root=root, version=version_of(root), texts=texts)
+    return ReferencePrompts(root=root, version=version_of(root), texts=texts, hiagent=hiagent_ref.read(root))
 
 
 def load(root: str | Path) -> ReferencePrompts:
     """The checkout's prompts (re-read when a file changes)."""
     root = Path(root).resolve()
-    stamp = tuple((rel, (root / rel).stat().st_mtime_ns if (root / rel).exists() else None)
-                  for rel, _ in PROMPT_FILES.values())
+    files = [rel for rel, _ in PROMPT_FILES.values()] + list(hiagent_ref.MODULE_FILES.values())
+    stamp = tuple((rel, (root / rel).stat().st_mtime_ns if (root / rel).exists() else None) for rel in files)
     return _load(str(root), stamp + (_git_head(root),))
 
 
@@ -159,5 +165,5 @@ def main(path: str) -> int:
         return 1
     ref = load(path)
     print(f"ncp reference checkout OK: {Path(path).resolve()} (prompt version {ref.version}, "
-          f"{len(ref.texts)} prompt files)")
+          f"{len(ref.texts)} prompt files, {len(hiagent_ref.MODULE_FILES)} HiAgent modules)")
     return 0

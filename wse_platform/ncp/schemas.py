@@ -236,6 +236,10 @@ class HiAgentStep(_Out):
             raise ValueError("retrieve ids are 1-based subgoal numbers")
         return self
 
+    def decision(self) -> tuple[str | None, str | None, list[int] | None]:
+        """(subgoal, narration, retrieve ids): exactly one of narration / ids is set."""
+        return self.subgoal, (self.text.strip() if self.text else None), (list(self.retrieve) or None)
+
 
 class SubgoalSummary(_Out):
     """One-line summary of a finished subgoal's trajectory (HiAgent's working-memory entry)."""
