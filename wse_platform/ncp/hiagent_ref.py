@@ -219,16 +219,15 @@ def _parse(root: Path, problems: list[str]) -> dict[str, ast.Module]:
 def _read(root: Path) -> tuple[HiAgentModule | None, list[str]]:
     problems: list[str] = []
     trees = _parse(root, problems)
-    if problems:
-        return None, problems
     found: dict[str, object] = {}
+    empty = ast.Module(body=[], type_ignores=[])
 
     def need(key: str, file: str, what: str, value: object) -> None:
-        if value is None:
+        if value is None and file in trees:  # a missing file is reported once, above
             problems.append(f"{root / MODULE_FILES[file]}: {what} not found (the reference HiAgent's {key})")
         found[key] = value
 
-    prompts = trees["prompts"]
+    prompts = trees.get("prompts", empty)
     replace = _function(prompts, "_replace_output_format_section")
     summary = _function(prompts, "build_hiagent_summary_messages")
     need("instruction", "prompts", "the string HIAGENT_SUFFIX", _string(_assigned(prompts, "HIAGENT_SUFFIX")))
@@ -247,24 +246,27 @@ def _read(root: Path) -> tuple[HiAgentModule | None, list[str]]:
             problems.append(f"{root / MODULE_FILES['prompts']}: the summary prompt's fields are {sorted(fields)}, "
                             "expected trajectory_text (with its empty-trajectory text) and subgoal_text")
     config_cls = next((n for n in ast.walk(trees["config"])
-                       if isinstance(n, ast.ClassDef) and n.name == "HiAgentRuntimeConfig"), None)
+                       if isinstance(n, ast.ClassDef) and n.name == "HiAgentRuntimeConfig"), None) \
+        if "config" in trees else None
     config = {}
     for name, kind in CONFIG_FIELDS.items():
         node = _assigned(config_cls, name)
         value = node.value if isinstance(node, ast.Constant) and isinstance(node.value, kind) else None
         need(name, "config", f"HiAgentRuntimeConfig.{name} ({kind.__name__} default)", value)
         config[name] = value
-    need("init_obs", "narrator", "the init_obs= string", _string(_keyword(trees["narrator"], "init_obs")))
-    obs = _template(_keyword(trees["narrator"], "state"))
+    narrator = trees.get("narrator", empty)
+    need("init_obs", "narrator", "the init_obs= string", _string(_keyword(narrator, "init_obs")))
+    obs = _template(_keyword(narrator, "state"))
     need("observation", "narrator", "the state= f-string with the player input", obs)
     if obs is not None and {f for _, f, _, _ in string.Formatter().parse(obs[0]) if f} != {"player_input"}:
         problems.append(f"{root / MODULE_FILES['narrator']}: the observation f-string must use only the player input")
-    serialize = _function(trees["core"], "_serialize_history")
+    core = trees.get("core", empty)
+    serialize = _function(core, "_serialize_history")
     marker = next((n.left.value for n in ast.walk(serialize) if isinstance(n, ast.Compare)
                    and isinstance(n.left, ast.Constant) and isinstance(n.left.value, str)
                    and any(isinstance(op, ast.In) for op in n.ops)), None) if serialize is not None else None
     need("skip_marker", "core", "the skipped-action marker in _serialize_history", marker)
-    tok = next((n.args[0].value for n in ast.walk(trees["core"]) if isinstance(n, ast.Call)
+    tok = next((n.args[0].value for n in ast.walk(core) if isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute) and n.func.attr == "encoding_for_model"
                 and n.args and isinstance(n.args[0], ast.Constant)), None)
     need("tokenizer_model", "core", "the encoding_for_model(...) model name", tok)
