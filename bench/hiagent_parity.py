@@ -8,7 +8,8 @@ The player and the auditors use the checkout's prompts in both runs. The scripte
 the narrator's control steps from one fixed list (subgoals, retrieves of known and unknown ids,
 narrations long enough to pass the 12k-token budget) and each summary request with a text derived
 from the request (longer than 220 characters). Then it compares, turn by turn, the control requests
-(in order) and the distinct summary requests, and prints the first difference.
+(in order) and the distinct summary requests, and prints the first difference. The response cache
+is off in both runs (the reference calls its model afresh each time).
 
     python bench/hiagent_parity.py --reference /path/to/NCP-Bench [--spec movie52] [--turns 18]
 
@@ -102,7 +103,10 @@ def play(ref: str, spec, arch: str, turns: int, method: str | None, workdir: str
 
     settings = settings_from_dict({"cache_dir": f"{workdir}/cache", "warehouse_path": f"{workdir}/wh.duckdb"})
     backend = ScriptedBackend(model)
-    client = LLMClient(settings, backends={"narr": backend, "player": backend, "aud": backend}, progress=False)
+    # no response cache: every request reaches the scripted model, as every call of the reference is a fresh
+    # one (through the cache, a re-ask identical to its ask would replay the reference's answer forever)
+    client = LLMClient(settings, backends={"narr": backend, "player": backend, "aud": backend}, progress=False,
+                       use_cache=False)
     seen: list = []
 
     class Recording:
