@@ -34,7 +34,8 @@ GENERATION_CODE = {
     "ncp": ["wse_platform/ncp/episode.py", "wse_platform/ncp/memory.py", "wse_platform/ncp/ledger.py",
             "wse_platform/ncp/schemas.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
             "wse_platform/ncp/render.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py",
-            "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py"],
+            "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py", "wse_platform/ncp/hiagent.py",
+            "wse_platform/ncp/hiagent_ref.py", "wse_platform/ncp/tokens.py"],
     "endings": ["wse_platform/endings/pipelines.py", "wse_platform/endings/forecast.py"],
 }
 JUDGE_CODE = {

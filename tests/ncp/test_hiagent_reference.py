@@ -95,9 +95,9 @@ def test_the_control_and_summary_requests_are_the_checkout_texts_filled_as_the_r
                                  f"2 Subgoal: Open the vault\nObservation: {OPEN_SUM}\n3 Subgoal: Leave the manor"
                                  "\nAction: ")
     # the marked action is left out of the summarised trajectory (the checkout's skip marker)
-    open_req = [c for c in summ if "Milestone: Open the vault" in c.messages[1]["content"]][0]
-    assert f"Action: {T2}\nObservation: FIXTURE heard: I try move number 3.\nMilestone" in open_req.messages[1]["content"]
-    assert T3 not in open_req.messages[1]["content"]
+    open_req = [c for c in summ if "Milestone: Open the vault" in c.messages[1]["content"]][0].messages[1]["content"]
+    assert f"Action: {T2}\nObservation: FIXTURE heard: I try move number 3.\nMilestone" in open_req
+    assert T3 not in open_req
     # summaries are requested for every prompt that shows them (identical requests: the cache answers)
     assert [c.tags["turn"] for c in summ] == ["3", "4", "4", "5"]
     # turn 5: the window of 6 starts inside subgoal 1's turns, so numbering starts at "Open the vault"
@@ -125,6 +125,11 @@ def test_retrieve_depth_and_unreadable_retrieve_and_bad_format_leave_no_result(s
 
 
 def test_line_format_is_read_as_the_reference_reads_it():
+    from wse_platform.llm.validation import parse_sample, schema_of
+    assert schema_of(hiagent_ref.RefHiAgentStep)[0] is None  # no JSON schema is sent for a line format
+    parsed = parse_sample("Subgoal: Reach the gate\nAction: You run.", hiagent_ref.RefHiAgentStep, None)
+    assert parsed.ok and parsed.value.action == "You run."
+    assert parse_sample('{"text": "x"}', hiagent_ref.RefHiAgentStep, None).error_kind == "schema_violation"
     read = hiagent_ref.RefHiAgentStep.from_text
     assert read("Action: You wait.\nThe rain stops.").decision() == (None, "You wait.\nThe rain stops.", None)
     assert read("  Subgoal: Reach the gate\nAction: You run.").decision() == ("Reach the gate", "You run.", None)

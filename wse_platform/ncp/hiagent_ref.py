@@ -23,6 +23,7 @@ import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -219,7 +220,7 @@ def _parse(root: Path, problems: list[str]) -> dict[str, ast.Module]:
 def _read(root: Path) -> tuple[HiAgentModule | None, list[str]]:
     problems: list[str] = []
     trees = _parse(root, problems)
-    found: dict[str, object] = {}
+    found: dict[str, Any] = {}
     empty = ast.Module(body=[], type_ignores=[])
 
     def need(key: str, file: str, what: str, value: object) -> None:
@@ -233,7 +234,8 @@ def _read(root: Path) -> tuple[HiAgentModule | None, list[str]]:
     need("instruction", "prompts", "the string HIAGENT_SUFFIX", _string(_assigned(prompts, "HIAGENT_SUFFIX")))
     need("output_format", "prompts", "the string _HIAGENT_OUTPUT_FORMAT",
          _string(_assigned(prompts, "_HIAGENT_OUTPUT_FORMAT")))
-    need("section_start", "prompts", "`marker` in _replace_output_format_section", _string(_assigned(replace, "marker")))
+    need("section_start", "prompts", "`marker` in _replace_output_format_section",
+         _string(_assigned(replace, "marker")))
     need("section_end", "prompts", "`next_marker` in _replace_output_format_section",
          _string(_assigned(replace, "next_marker")))
     need("summary_system", "prompts", "`system_prompt` in build_hiagent_summary_messages",
@@ -248,7 +250,7 @@ def _read(root: Path) -> tuple[HiAgentModule | None, list[str]]:
     config_cls = next((n for n in ast.walk(trees["config"])
                        if isinstance(n, ast.ClassDef) and n.name == "HiAgentRuntimeConfig"), None) \
         if "config" in trees else None
-    config = {}
+    config: dict[str, Any] = {}
     for name, kind in CONFIG_FIELDS.items():
         node = _assigned(config_cls, name)
         value = node.value if isinstance(node, ast.Constant) and isinstance(node.value, kind) else None
@@ -272,14 +274,15 @@ def _read(root: Path) -> tuple[HiAgentModule | None, list[str]]:
     need("tokenizer_model", "core", "the encoding_for_model(...) model name", tok)
     if problems:
         return None, problems
-    texts = MemoryTexts(init_obs=found["init_obs"], observation=obs[0], skip_marker=marker,  # type: ignore[index,arg-type]
-                        memory_size=config["memory_size"], max_input_tokens=config["max_input_tokens"],
-                        summary_max_chars=config["summary_max_chars"],
-                        max_retrieve_depth=config["max_retrieve_depth"], tokenizer_model=tok)  # type: ignore[arg-type]
-    return HiAgentModule(instruction=found["instruction"], output_format=found["output_format"],  # type: ignore[arg-type]
-                         section_start=found["section_start"], section_end=found["section_end"],  # type: ignore[arg-type]
-                         system_message=config["system_message"], summary_system=found["summary_system"],  # type: ignore[arg-type]
-                         summary_user=user[0], empty_trajectory=user[1]["trajectory_text"],  # type: ignore[index]
+    f: dict[str, Any] = {**found, **config}
+    texts = MemoryTexts(init_obs=f["init_obs"], observation=f["observation"][0], skip_marker=marker,
+                        memory_size=f["memory_size"], max_input_tokens=f["max_input_tokens"],
+                        summary_max_chars=f["summary_max_chars"], max_retrieve_depth=f["max_retrieve_depth"],
+                        tokenizer_model=tok)
+    return HiAgentModule(instruction=f["instruction"], output_format=f["output_format"],
+                         section_start=f["section_start"], section_end=f["section_end"],
+                         system_message=f["system_message"], summary_system=f["summary_system"],
+                         summary_user=f["summary_user"][0], empty_trajectory=f["summary_user"][1]["trajectory_text"],
                          texts=texts), []
 
 
