@@ -80,21 +80,6 @@ class Model:
 DEFAULTS: dict[str, str] = {}
 
 
-try:  # importable once main() has put the checkout on sys.path (load_method imports this module again)
-    from ncpbench_reference_hiagent import HiAgentNarrator as _RefNarrator
-except ImportError:
-    _RefNarrator = object
-
-
-class RefHiAgent(_RefNarrator):  # type: ignore[misc,valid-type]
-    """The reference `HiAgentNarrator`, given our plug-in's `complete` function as its client object
-    (the reference narrators take an object with a `complete` method; ours passes the function)."""
-
-    def __init__(self, complete):
-        from types import SimpleNamespace
-        super().__init__(SimpleNamespace(complete=complete))
-
-
 def play(ref: str, spec, arch: str, turns: int, method: str | None, workdir: str, model: Model):
     from wse_platform.config import settings_from_dict
     from wse_platform.llm import LLMClient, ScriptedBackend
@@ -129,7 +114,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=18)
     args = ap.parse_args()
     ref = str(Path(args.reference).resolve())
-    sys.path[:0] = [f"{ref}/src", f"{ref}/reference-methods/hiagent/src", str(REPO / "bench")]
+    sys.path[:0] = [f"{ref}/src", f"{ref}/reference-methods/hiagent/src"]
     if "TIKTOKEN_CACHE_DIR" not in os.environ:
         from wse_platform.ncp.tokens import _litellm_tokenizers
         folder = _litellm_tokenizers()
@@ -155,7 +140,7 @@ def main() -> int:
     })
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for label, arch, method in (("reference", "refhi+adversarial", "hiagent_parity:RefHiAgent"),
+        for label, arch, method in (("reference", "refhi+adversarial", "ncpbench_reference_hiagent:HiAgentNarrator"),
                                     ("ours", "memory+adversarial", None)):
             model = Model(mod.summary_system)
             result, reqs = play(ref, spec, arch, args.turns, method, f"{tmp}/{label}", model)

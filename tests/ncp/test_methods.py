@@ -10,7 +10,8 @@ from wse_platform.llm import LLMClient, ScriptedBackend
 from wse_platform.ncp.episode import ROLE_CONFLICT_CHECK, EpisodeSetup, run_episodes
 from wse_platform.ncp.methods import ROLE_METHOD
 
-METHODS = {"toy": "tests.ncp.toy_narrator:EchoNarrator", "broken": "tests.ncp.toy_narrator:BrokenNarrator"}
+METHODS = {"toy": "tests.ncp.toy_narrator:EchoNarrator", "broken": "tests.ncp.toy_narrator:BrokenNarrator",
+           "client": "tests.ncp.toy_narrator:ClientNarrator"}
 
 
 def settings_for(tmp_path, arch="toy+adversarial"):
@@ -53,6 +54,15 @@ def test_a_method_that_raises_leaves_its_episode_without_a_result(tmp_path):
     (f,) = result.failed_rows()
     assert (f["role"], f["error_kind"], f["turn"]) == (ROLE_METHOD, "method_error", 1)
     assert "the toy method broke" in f["message"]
+
+
+def test_a_method_gets_a_client_object_as_the_reference_narrators_expect(tmp_path):
+    """The reference's narrators (its baseline and HiAgent) call `client.complete(messages, stage=...)`."""
+    result, client = run(tmp_path, "client+adversarial", Script(ncp__narrator_method=["You wake.", "You walk."]))
+    (ep,) = result.episode_rows()
+    assert ep["termination"] == "SURVIVAL"
+    assert [text_of(r) for r in client.of(ROLE_METHOD)] == ["TOY client open", "TOY client I try move number 1.",
+                                                            "TOY client I try move number 2."]
 
 
 def test_the_config_accepts_architectures_of_declared_methods_only(tmp_path):

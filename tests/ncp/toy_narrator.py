@@ -38,3 +38,17 @@ class EchoNarrator:
 class BrokenNarrator(EchoNarrator):
     def respond(self, request):
         raise RuntimeError("the toy method broke")
+
+
+class ClientNarrator:
+    """Calls its model as the reference's narrators do: `client.complete(messages, stage=...)`."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def open(self, request):
+        return Said(self.client.complete([{"role": "user", "content": "TOY client open"}], stage="opening"))
+
+    def respond(self, request):
+        return Said(self.client.complete([{"role": "user", "content": f"TOY client {request.player_input}"}],
+                                         stage="respond"))

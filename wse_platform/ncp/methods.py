@@ -1,7 +1,8 @@
 """Narrator methods as plug-ins: `ncp.narrator_methods: {name: "package.module:Class"}`.
 
 A method follows the reference's narrator contract (NLP2CT/NCP-Bench `narrator.py`): it is built
-with one argument, `complete(messages, *, stage) -> str` (its model client), and implements
+with one argument, its model client: an object with `complete(messages, *, stage) -> str` (the
+reference's `TextGenerationClient`), itself callable the same way, and implements
 `open(OpeningRequest) -> response` and `respond(NarratorRequest) -> response`, a response being
 any object with a non-empty `text`; `start_episode(EpisodeContext)` and `close_episode()` are
 optional. It never sees the auditors. The requests carry what the reference's runner gives a
@@ -144,6 +145,16 @@ def _history(run: Any) -> tuple[StoryTurn, ...]:
     return tuple(StoryTurn(-1 if ex.player is None else ex.turn - 1, ex.player, ex.narrator) for ex in run.history)
 
 
+class _Client:
+    """The model client handed to a method: `client.complete(...)` (the reference's protocol) or `client(...)`."""
+
+    def __init__(self, complete: Callable[..., str]):
+        self.complete = complete
+
+    def __call__(self, messages: Sequence[Mapping[str, str]], *, stage: str = "method") -> str:
+        return self.complete(messages, stage=stage)
+
+
 class MethodNarrators:
     """One plug-in instance per episode; its `complete` calls go through the one client."""
 
@@ -185,7 +196,7 @@ class MethodNarrators:
     def open(self, run: Any, row: dict[str, Any]) -> str | None:
         self._at[id(run)] = (0, row)
         try:
-            inst = self.cls(self._complete_for(run))
+            inst = self.cls(_Client(self._complete_for(run)))
             if callable(getattr(inst, "start_episode", None)):
                 inst.start_episode(EpisodeContext(run.spec.spec_id, run.spec.meta.player_role, _trajectory(run)))
         except Exception as err:  # noqa: BLE001
