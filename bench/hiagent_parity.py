@@ -8,7 +8,7 @@ The player and the auditors use the checkout's prompts in both runs. The scripte
 the narrator's control steps from one fixed list (subgoals, retrieves of known and unknown ids,
 narrations long enough to pass the 12k-token budget) and each summary request with a text derived
 from the request (longer than 220 characters). Then it compares, turn by turn, the control requests
-(in order) and the distinct summary requests, and prints the first difference. The response cache
+(in order), the distinct summary requests and the opening request, and prints the first difference. The response cache
 is off in both runs (the reference calls its model afresh each time).
 
     python bench/hiagent_parity.py --reference /path/to/NCP-Bench [--spec movie52] [--turns 18]
@@ -69,6 +69,8 @@ class Model:
             return "control"
         if call.role == "ncp.memory_summary":
             return "summary"
+        if call.role == "ncp.narrator_opening":
+            return "opening"
         if call.role in ("ncp.narrator_method",):
             msgs = call.messages
             if len(msgs) == 1:
@@ -148,15 +150,17 @@ def main() -> int:
             if failed:
                 print(f"{label}: episode failed: {failed[0]['role']} {failed[0]['message'][:300]}")
                 return 2
-            per_turn = defaultdict(lambda: {"control": [], "summary": []})
+            per_turn = defaultdict(lambda: {"control": [], "summary": [], "opening": []})
             for r in reqs:
-                kind = model.kind(r)
-                if kind in ("control", "summary"):
-                    per_turn[int(r.tags["turn"])][kind].append([dict(m) for m in r.messages])
+                per_turn[int(r.tags["turn"])][model.kind(r)].append([dict(m) for m in r.messages])
             out[label] = (result, per_turn)
     (ref_result, ref_turns), (our_result, our_turns) = out["reference"], out["ours"]
     same = True
     n_control = n_summary = 0
+    assert ref_turns[0]["opening"] and our_turns[0]["opening"], "no opening request recorded"
+    if ref_turns[0]["opening"] != our_turns[0]["opening"]:
+        same = False
+        print("the opening requests differ")
     for turn in sorted(set(ref_turns) | set(our_turns)):
         a, b = ref_turns[turn], our_turns[turn]
         if a["control"] != b["control"]:
