@@ -73,21 +73,14 @@ class HiAgentModule:
 
 # ---- the answers, in the method's line format ---------------------------------------------------
 
-_RETRIEVE = re.compile(r"retrieve\(\s*((?:s?_?\d+)(?:\s*,\s*(?:s?_?\d+))*)\s*\)", re.IGNORECASE)
+# `retrieve(` ids `)`: each id digits, optionally after `s` and/or `_` (case-insensitive), comma-separated
+_RETRIEVE = re.compile(r"retrieve\(\s*(s?_?\d+(?:\s*,\s*s?_?\d+)*)\s*\)", re.IGNORECASE)
 
 
 def retrieve_ids(action: str) -> list[int]:
-    """The subgoal numbers of `retrieve(1, s_2, ...)` (a letter prefix and `_` are dropped)."""
+    """The subgoal numbers of the first `retrieve(1, s_2, ...)` in the action ([] when there is none)."""
     m = _RETRIEVE.search(action or "")
-    if not m:
-        return []
-    out = []
-    for part in (p.strip() for p in m.group(1).split(",")):
-        try:
-            out.append(int(re.sub(r"^[a-zA-Z]+_?", "", part)))
-        except ValueError:
-            continue
-    return out
+    return [int(part.strip().lstrip("sS").removeprefix("_")) for part in m.group(1).split(",")] if m else []
 
 
 class RefHiAgentStep(BaseModel):
