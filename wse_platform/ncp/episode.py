@@ -9,7 +9,9 @@ every achievement commitment is satisfied; SURVIVAL at T_max. A call that still 
 client's retries (transport error or invalid output) leaves the episode with no result, as in
 the reference (whose runner stops without writing the episode's result file): it is not an
 episode row (never in a denominator), it is listed in `ncp_failed_episodes` with the role and
-the reason, and the next run of the cell plays it again.
+the reason, and the next run of the cell plays it again. A transport failure (after the
+client's retries) ends only its own episode so (`failures.each_episode`), unless every episode
+that reached the server failed on transport: then the server is down and the run fails.
 
 Each episode of a cell runs on its own (`wse_platform.flow.each`): its next request goes out as
 soon as its previous answer is back, whatever the other episodes are doing.
@@ -22,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wse_platform import flow
 from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
+from wse_platform.ncp.failures import each_episode
 from wse_platform.ncp.memory import MAX_RETRIEVE_DEPTH, HiAgentMemory, cap_summary
 from wse_platform.ncp.prompter import Prompter
 from wse_platform.ncp.render import Exchange
@@ -60,11 +62,15 @@ ProgressFn = Callable[[int, int], None]
 def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
                  progress: ProgressFn | None = None) -> EpisodeBatchResult:
     """Play one cell (narrator model × architecture) on `specs`, each episode on its own
-    (`wse_platform.flow`): an episode's next request goes out as soon as its previous answer is back."""
+    (`wse_platform.flow`): an episode's next request goes out as soon as its previous answer is back.
+    An episode whose transport fails has no result (`failures.each_episode`); the run fails when every
+    episode that reached the server failed so."""
     models = [setup.narrator_model, setup.player_model, setup.auditor.model]
-    parts = flow.each(client, list(specs), lambda c, spec: _play(c, [spec], setup), models=models,
-                      on_done=(lambda n, total: progress(n, total)) if progress is not None else None)
-    return EpisodeBatchResult([r for p in parts for r in p.runs], setup.generation_version)
+    runs = each_episode(client, list(specs), lambda c, spec: _play(c, [spec], setup).runs,
+                        lambda spec: EpisodeRun.start(spec, setup.narrator_model, setup.arch.key,
+                                                      setup.auditor.auditor_id),
+                        models=models, on_done=(lambda n, total: progress(n, total)) if progress is not None else None)
+    return EpisodeBatchResult(runs, setup.generation_version)
 
 
 def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,

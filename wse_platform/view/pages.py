@@ -195,12 +195,19 @@ def ncp_list(con, params: Params) -> str:
     failed = rows(con, f"SELECT * FROM ncp_failed_episodes{where_f} ORDER BY model, arch, eval_order", values_f)
     if failed:   # no result (a call still failed after retries): in no denominator, played again next run
         body += "<h2>episodes without a result</h2>" + table(
-            ["model", "arch", "spec", "turn", "role", "failure", "retry round"],
-            [[e(r["model"]), e(r["arch"]), link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"],
-                                                spec=r["spec_id"], auditor=r["auditor_id"]),
+            ["analysis", "model", "arch", "spec", "turn", "role", "failure", "retry round"],
+            [[e(r.get("analysis") or "ncp_episodes"), e(r["model"]), e(r["arch"]),
+              link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"], spec=r["spec_id"],
+                   auditor=r["auditor_id"]),
               e(r["turn"]), e(r["role"]), f"<span class='bad'>{e(r['error_kind'])}</span>: {e(r['message'])}",
               e(r["retry_round"])] for r in failed])
     return page("NCP-Bench episodes", form + body)
+
+
+def _in_analysis(failed: dict) -> str:
+    """Where a listed failure belongs when it is not the live cell's (the re-audit or the ablation)."""
+    analysis = failed.get("analysis") or "ncp_episodes"
+    return "" if analysis == "ncp_episodes" else f" in {e(analysis)} (auditor {e(failed['auditor_id'])})"
 
 
 def ncp_episode(con, params: Params) -> str:
@@ -212,9 +219,9 @@ def ncp_episode(con, params: Params) -> str:
     failed = rows(con, f"SELECT * FROM ncp_failed_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
     if not ep and not turns and not failed:
         return page("NCP-Bench episode", empty(f"no episode {key}"))
-    head = "".join(f"<p class='bad'>no result: the {e(f['role'])} call of turn {e(f['turn'])} still failed after "
-                   f"retries ({e(f['error_kind'])}: {e(f['message'])}); the next run of this cell plays it again</p>"
-                   for f in failed)
+    head = "".join(f"<p class='bad'>no result{_in_analysis(f)}: the {e(f['role'])} call of turn {e(f['turn'])} "
+                   f"still failed after retries ({e(f['error_kind'])}: {e(f['message'])}); the next run plays it "
+                   "again</p>" for f in failed)
     if ep:
         x = ep[0]
         head += (f"<p>ended <b class='{'bad' if x['termination'] in ('CONFLICT', 'INVALID') else 'ok'}'>"
