@@ -129,7 +129,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         # the transcripts played with today's in-loop auditor (other auditors' cells are kept beside them)
         in_loop = EpisodeSetup.from_settings(s, model, arch).auditor.auditor_id if s.ncp.auditor is not None else None
         stored = wh.query("SELECT model, arch, spec_id, turn, player_input, narrator_text FROM ncp_turns "
-                          "WHERE model = ? AND arch = ? AND (? IS NULL OR auditor_id = ?) ORDER BY spec_id, turn",
+                          "WHERE model = ? AND arch = ? AND (? IS NULL OR auditor_id = ?) AND session IS NULL "
+                          "ORDER BY spec_id, turn",
                           [model, arch, in_loop, in_loop])
         transcripts = transcripts_from_rows(stored.iter_rows(named=True))
         specs = {sp.spec_id: sp for sp in specs_from_table(wh)}

@@ -246,7 +246,7 @@ def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
             "fact_diff_json": pl.Utf8, "conflict_report_json": pl.Utf8, "node_assessment_json": pl.Utf8,
             "commitment_status_json": pl.Utf8, "ledger_snapshot_json": pl.Utf8, "memory_json": pl.Utf8,
             "outcome": pl.Utf8, "invalid_role": pl.Utf8, "player_words": pl.Int64, "narrator_words": pl.Int64,
-            "llm_call_ids": pl.List(pl.Utf8)}
+            "llm_call_ids": pl.List(pl.Utf8), "session": pl.Utf8}
     return episode, turn
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from wse_platform.ncp.spec import NarrativeSpec
+from wse_platform.ncp.state import play_session
 
 TERMINATION_TO_REF = {"CONFLICT": "conflict", "SUCCESS": "all_resolved", "SURVIVAL": "max_turns"}
 TERMINATION_FROM_REF = {v: k for k, v in TERMINATION_TO_REF.items()}
@@ -199,9 +200,10 @@ def export_runs(warehouse: Any, specs: Mapping[str, NarrativeSpec], out_dir: str
                           "ORDER BY spec_id", [model, arch, auditor_id, auditor_id]).to_dicts()
     turns = warehouse.query("SELECT * FROM ncp_turns WHERE model = ? AND arch = ? ORDER BY spec_id, turn",
                             [model, arch]).to_dicts()
-    by_spec: dict[tuple[str, str], list[dict]] = {}
+    by_spec: dict[tuple[str, str, str | None], list[dict]] = {}
     for t in turns:
-        by_spec.setdefault((t["spec_id"], t["auditor_id"]), []).append(t)
-    results = [episode_result(specs[e["spec_id"]], e, by_spec.get((e["spec_id"], e["auditor_id"]), []))
+        by_spec.setdefault((t["spec_id"], t["auditor_id"], t.get("session")), []).append(t)
+    results = [episode_result(specs[e["spec_id"]], e,
+                              by_spec.get((e["spec_id"], e["auditor_id"], play_session(e["generation_version"])), []))
                for e in eps if e["termination"] in TERMINATION_TO_REF]
     return write_results(out_dir, results)

@@ -16,9 +16,16 @@ from wse_platform.ncp.schemas import NARRATOR_MAX_WORDS, PLAYER_MAX_WORDS, FactD
 from wse_platform.ncp.spec import NarrativeSpec, TrajectoryNode
 
 LOOP_VERSION = "ncp-loop-2"
+PLAY_VERSION = "ncp-play:"  # generation_version of a `wse ncp play` episode: PLAY_VERSION + its session name
 AUDITOR_ID_ROLE = "ncp.auditor"  # JudgeConfig.judge_id(role) of an auditor configuration
 
 Termination = Literal["CONFLICT", "SUCCESS", "SURVIVAL", "FAILED", "CENSORED"]  # FAILED: no result
+
+
+def play_session(generation_version: str | None) -> str | None:
+    """The `wse ncp play` session of an episode row (None for the model cells' episodes)."""
+    v = generation_version or ""
+    return v[len(PLAY_VERSION):] if v.startswith(PLAY_VERSION) else None
 
 
 # ---- configuration ---------------------------------------------------------------------------

@@ -185,7 +185,7 @@ def ncp_list(con, params: Params) -> str:
     body = table(["model", "arch", "spec", "auditor", "turns", "end", "kinds", "nodes"],
                  [[e(r["model"]), e(r["arch"]),
                    link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"], spec=r["spec_id"],
-                        auditor=r["auditor_id"]),
+                        auditor=r["auditor_id"], **_session_param(r)),
                    e(r["auditor_id"]), e(r["turns"]),
                    f"<span class='{'bad' if r['termination'] in ('CONFLICT', 'INVALID') else 'ok'}'>"
                    f"{e(r['termination'])}</span>", e(r["conflict_kinds"]),
@@ -210,12 +210,26 @@ def _in_analysis(failed: dict) -> str:
     return "" if analysis == "ncp_episodes" else f" in {e(analysis)} (auditor {e(failed['auditor_id'])})"
 
 
+def _session_param(episode: dict) -> dict:
+    """A `wse ncp play` episode's session (its turns are kept per session)."""
+    from wse_platform.ncp.state import play_session
+    session = play_session(episode.get("generation_version"))
+    return {"session": session} if session is not None else {}
+
+
 def ncp_episode(con, params: Params) -> str:
     key = [params.get("model"), params.get("arch"), params.get("spec")]
     aud = params.get("auditor")
     extra, values = (" AND auditor_id = ?", [*key, aud]) if aud else ("", key)
-    ep = rows(con, f"SELECT * FROM ncp_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
-    turns = rows(con, f"SELECT * FROM ncp_turns WHERE model = ? AND arch = ? AND spec_id = ?{extra} ORDER BY turn", values)
+    session = params.get("session")
+    ep_extra, t_extra, ep_values, t_values = extra, extra, values, values
+    if session:  # one play session of several on this spec
+        from wse_platform.ncp.state import PLAY_VERSION
+        ep_extra, ep_values = extra + " AND generation_version = ?", [*values, f"{PLAY_VERSION}{session}"]
+        t_extra, t_values = extra + " AND session = ?", [*values, session]
+    ep = rows(con, f"SELECT * FROM ncp_episodes WHERE model = ? AND arch = ? AND spec_id = ?{ep_extra}", ep_values)
+    turns = rows(con, f"SELECT * FROM ncp_turns WHERE model = ? AND arch = ? AND spec_id = ?{t_extra} ORDER BY turn",
+                 t_values)
     failed = rows(con, f"SELECT * FROM ncp_failed_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
     if not ep and not turns and not failed:
         return page("NCP-Bench episode", empty(f"no episode {key}"))
