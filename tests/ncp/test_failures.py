@@ -58,6 +58,20 @@ def test_every_episode_failing_on_transport_fails_the_run_as_an_infrastructure_f
         play(settings, failing_for(None), [make_spec("m0"), other_spec("m1")])
 
 
+def test_a_refused_connection_is_never_isolated_to_one_episode(settings):
+    """Guard (passes on the old code too): no server listening is an infrastructure error, not a transport
+    failure, so even when only one episode's call met it the run fails."""
+    from wse_platform.llm.errors import LLMInfrastructureError
+
+    def answer(call):
+        if call.role == ROLE_NARRATOR and "Inspector Gray" in text_of(call):
+            return LLMInfrastructureError("APIConnectionError: cannot connect to http://127.0.0.1:9/v1: refused")
+        return Script()(call)
+    with pytest.raises(LLMInfrastructureError, match="refused") as err:
+        play(settings, answer, [make_spec("m0"), other_spec("m1")])
+    assert not isinstance(err.value, LLMTransportError)
+
+
 def test_episodes_answered_from_the_cache_do_not_hide_a_dead_server(settings):
     """m0 was played before (every answer cached); the server now fails every call: m1 is the only
     episode that reached the server and it failed on transport, so the run fails."""
@@ -121,3 +135,24 @@ def test_cells_reaudit_and_ablation_list_their_failed_episodes_apart_and_retry_t
     ((_, error),) = failure_errors(result)
     assert "every episode that sent a request to the server failed on transport" in infrastructure_error(error)
     assert wh.query("SELECT spec_id FROM ncp_episodes")["spec_id"].to_list() == ["movie00"]  # kept as it was
+
+
+def test_a_transport_failure_in_the_reaudit_ends_only_that_replay(settings):
+    """Before: the re-audit sent each stage of every transcript in one batch, so one request's transport
+    failure failed the replay of every transcript."""
+    from tests.ncp.test_reaudit import auditor_script, make_spec as harbour_spec, stored_rows
+    from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
+
+    replay = auditor_script()
+
+    def answer(call):
+        if call.role == "ncp.conflict_check" and "Aurora-m1" in text_of(call):
+            return RuntimeError("Timeout: no complete answer within timeout_s=60 s (after 2 retries)")
+        return replay(call)
+
+    client = LLMClient(settings, backends={"aud2": ScriptedBackend(answer)}, progress=False)
+    res = reaudit(client, {s: harbour_spec(s) for s in ("m0", "m1")},
+                  transcripts_from_rows(stored_rows(["m0", "m1"], {"m0": 2, "m1": 2})), AuditorSetup("aud2"), t_max=2)
+    assert [(e["spec_id"], e["termination"]) for e in res.episode_rows()] == [("m0", "SURVIVAL")]
+    assert [(f["spec_id"], f["role"], f["error_kind"], f["turn"]) for f in res.failed_rows()] == [
+        ("m1", "ncp.conflict_check", "transport", 1)]
