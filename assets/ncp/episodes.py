@@ -27,7 +27,8 @@ PROMPTS = [f"wse_platform/prompts/ncp/{n}.v1.md" for n in (
 EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/audit.py", "wse_platform/ncp/prompter.py",
                 "wse_platform/ncp/render.py", "wse_platform/ncp/ledger.py", "wse_platform/ncp/memory.py",
                 "wse_platform/ncp/schemas.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py",
-                "wse_platform/ncp/reference.py", "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py", *PROMPTS)
+                "wse_platform/ncp/reference.py", "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py",
+                "wse_platform/ncp/failures.py", *PROMPTS)
 REAUDIT_CODE = (*EPISODE_CODE, "wse_platform/ncp/reaudit.py")
 
 
