@@ -81,5 +81,7 @@ def test_a_transport_failure_inside_a_method_is_the_servers_not_the_methods(tmp_
             return RuntimeError("HTTP 502 from the gateway (after 2 retries)")
         return Script(ncp__narrator_method=["You wake."])(call)
 
+    EchoNarrator.closed.clear()
     with pytest.raises(LLMTransportError, match="every episode that sent a request to the server failed"):
         run(tmp_path, "toy+adversarial", script)
+    assert EchoNarrator.closed == ["m0"]  # its episode was closed all the same, as the reference's runner does

@@ -84,7 +84,16 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
     if setup.method is not None:  # a plug-in narrator method (ncp.narrator_methods)
         from wse_platform.ncp.methods import MethodNarrators, load_method
         methods = MethodNarrators(client, setup, load_method(setup.arch.narrator, setup.method))
+    try:
+        _turns(client, prompter, runs, setup, methods, progress)
+    finally:  # a method's episodes are closed also when a call raises (as the reference runner does)
+        if methods is not None:
+            methods.close()
+    return EpisodeBatchResult(runs, setup.generation_version)
 
+
+def _turns(client: Any, prompter: Prompter, runs: list[EpisodeRun], setup: EpisodeSetup, methods: Any,
+           progress: ProgressFn | None) -> None:
     # t = 0: the opening narration at the first node, then the facts it establishes.
     rows = [new_turn_row(r, 0, None, None) for r in runs]
     if methods is not None:
@@ -140,9 +149,6 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
                 p.run.end("SURVIVAL", t)
         if progress is not None:
             progress(t, setup.t_max)
-    if methods is not None:
-        methods.close()
-    return EpisodeBatchResult(runs, setup.generation_version)
 
 
 def _opening_done(run: EpisodeRun, row: dict[str, Any], text: str) -> None:
