@@ -14,8 +14,8 @@ from assets.ncp.episodes import reaudit_auditors
 from wse_platform.warehouse import Warehouse
 
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {
-    "ncp_episodes": ("model", "arch", "spec_id"),
-    "ncp_turns": ("model", "arch", "spec_id", "turn"),
+    "ncp_episodes": ("model", "arch", "auditor_id", "spec_id"),
+    "ncp_turns": ("model", "arch", "auditor_id", "spec_id", "session", "turn"),
     "ncp_reaudit_episodes": ("model", "arch", "auditor_id", "spec_id"),
     "ncp_reaudit_turns": ("model", "arch", "auditor_id", "spec_id", "turn"),
     "ncp_spec_extraction": ("extraction_model", "spec_id"),

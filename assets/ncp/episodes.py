@@ -16,7 +16,8 @@ from wse_platform.config import Settings
 from wse_platform.ncp.ablation import ablation_auditors, run_auditor_ablation
 from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame, failed_frame, run_episodes,
                                       turn_frame)
-from wse_platform.ncp.failures import extend_attempts_for_retry, retry_round
+from wse_platform.ncp.failures import (ANALYSIS_ABLATION, ANALYSIS_CELLS, ANALYSIS_REAUDIT, attempts_for_retry,
+                                       retry_round)
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
 
 GROUP = "ncp_bench"
@@ -28,7 +29,7 @@ EPISODE_CODE = ("wse_platform/ncp/episode.py", "wse_platform/ncp/audit.py", "wse
                 "wse_platform/ncp/schemas.py", "wse_platform/ncp/ref_format.py", "wse_platform/ncp/ref_schemas.py",
                 "wse_platform/ncp/reference.py", "wse_platform/ncp/state.py", "wse_platform/ncp/roles.py",
                 "wse_platform/ncp/hiagent.py", "wse_platform/ncp/hiagent_ref.py", "wse_platform/ncp/tokens.py",
-                *PROMPTS)
+                "wse_platform/ncp/failures.py", *PROMPTS)
 REAUDIT_CODE = (*EPISODE_CODE, "wse_platform/ncp/reaudit.py")
 
 
@@ -40,6 +41,14 @@ def reaudit_auditors(settings: Settings) -> list[AuditorSetup]:
         a = AuditorSetup.from_judge(j)
         out.setdefault(a.auditor_id, a)
     return list(out.values())
+
+
+def _list_failed(wh, rows: list[dict], key: dict, round_: int) -> int:
+    """Replace the partition `key` (its `analysis` included) of `ncp_failed_episodes` with `rows`."""
+    failed = failed_frame(rows).with_columns(pl.lit(round_, dtype=pl.Int64).alias("retry_round"),
+                                             pl.lit(key["analysis"], dtype=pl.Utf8).alias("analysis"))
+    wh.replace_partition("ncp_failed_episodes", failed, key)
+    return failed.height
 
 
 def _result(key: str, df: pl.DataFrame, n: int, extra: dict) -> MaterializeResult:
@@ -77,24 +86,24 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                                            generation_version=versions.ncp_cell_version(s, model, arch))
         # the in-loop auditor is part of the cell's key: another auditor adds rows next to these, never over them
         key = {"model": model, "arch": arch, "auditor_id": setup.auditor.auditor_id}
-        round_ = retry_round(wh, key)
-        with llm.session(context) as client:
-            extend_attempts_for_retry(client, round_)  # episodes without a result last time: fresh attempts
+        fkey = {"analysis": ANALYSIS_CELLS, **key}
+        round_ = retry_round(wh, fkey)
+        # episodes without a result last time: fresh attempts for the failing requests
+        with llm.session(context) as client, attempts_for_retry(client, round_):
             result = run_episodes(client, specs, setup,
                                   progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"))
         eps = episode_frame(result.episode_rows())
         turns = turn_frame(result.turn_rows())
-        failed = failed_frame(result.failed_rows()).with_columns(pl.lit(round_, dtype=pl.Int64).alias("retry_round"))
         n_eps = wh.replace_partition("ncp_episodes", eps, key)
         n_turns = wh.replace_partition("ncp_turns", turns, key)
-        wh.replace_partition("ncp_failed_episodes", failed, key)
-        if failed.height:
-            context.log.warning(f"NCP {model}/{arch}: {failed.height} episode(s) without a result (see "
+        n_failed = _list_failed(wh, result.failed_rows(), fkey, round_)
+        if n_failed:
+            context.log.warning(f"NCP {model}/{arch}: {n_failed} episode(s) without a result (see "
                                 "ncp_failed_episodes); the next run of this cell plays them again")
         terms = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
         yield _result("ncp_episodes", eps, n_eps, {"terminations": MetadataValue.json(terms),
                                                    "auditor_id": setup.auditor.auditor_id,
-                                                   "episodes_without_result": failed.height,
+                                                   "episodes_without_result": n_failed,
                                                    **transcripts(s, "ncp", model=model, arch=arch)})
         yield _result("ncp_turns", turns, n_turns, {})
 
@@ -122,27 +131,35 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         # the transcripts played with today's in-loop auditor (other auditors' cells are kept beside them)
         in_loop = EpisodeSetup.from_settings(s, model, arch).auditor.auditor_id if s.ncp.auditor is not None else None
         stored = wh.query("SELECT model, arch, spec_id, turn, player_input, narrator_text FROM ncp_turns "
-                          "WHERE model = ? AND arch = ? AND (? IS NULL OR auditor_id = ?) ORDER BY spec_id, turn",
+                          "WHERE model = ? AND arch = ? AND (? IS NULL OR auditor_id = ?) AND session IS NULL "
+                          "ORDER BY spec_id, turn",
                           [model, arch, in_loop, in_loop])
         transcripts = transcripts_from_rows(stored.iter_rows(named=True))
         specs = {sp.spec_id: sp for sp in specs_from_table(wh)}
-        eps_frames, turn_frames, per_auditor = [], [], {}
+        eps_frames, turn_frames, per_auditor, n_failed = [], [], {}, 0
         with llm.session(context) as client:
             for auditor in reaudit_auditors(s):
-                res = reaudit(client, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
-                              sampling=s.ncp.sampling)
-                eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
                 key = {"model": model, "arch": arch, "auditor_id": auditor.auditor_id}
+                fkey = {"analysis": ANALYSIS_REAUDIT, **key}
+                round_ = retry_round(wh, fkey)
+                with attempts_for_retry(client, round_):
+                    res = reaudit(client, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
+                                  sampling=s.ncp.sampling)
+                eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
                 wh.replace_partition("ncp_reaudit_episodes", eps, key)
                 wh.replace_partition("ncp_reaudit_turns", turns, key)
+                n_failed += _list_failed(wh, res.failed_rows(), fkey, round_)
                 eps_frames.append(eps)
                 turn_frames.append(turns)
                 per_auditor[auditor.auditor_id] = {str(k): int(v) for k, v in
                                                    eps["termination"].value_counts().iter_rows()}
         all_eps = pl.concat(eps_frames) if eps_frames else episode_frame([])
         all_turns = pl.concat(turn_frames) if turn_frames else turn_frame([])
+        if n_failed:
+            context.log.warning(f"NCP re-audit {model}/{arch}: {n_failed} replay(s) without a result (see "
+                                "ncp_failed_episodes, analysis ncp_reaudit_episodes); the next run replays them")
         yield _result("ncp_reaudit_episodes", all_eps, all_eps.height,
-                      {"terminations_by_auditor": MetadataValue.json(per_auditor)})
+                      {"terminations_by_auditor": MetadataValue.json(per_auditor), "episodes_without_result": n_failed})
         yield _result("ncp_reaudit_turns", all_turns, all_turns.height, {})
 
     out = [ncp_episodes, ncp_reaudit_episodes]
@@ -168,23 +185,30 @@ def _ablation_asset():
         ab = s.ncp.ablation
         wh = warehouse.get()
         specs = run_specs(wh, s.ncp, ab.n_specs if ab.n_specs is not None else s.ncp.n_specs)
-        auditors = ablation_auditors(s)
         setup = EpisodeSetup.from_settings(s, ab.narrator, ab.arch, auditor=ab.auditors[0],
                                            generation_version=versions.ncp_cell_version(s, ab.narrator, ab.arch))
+        eps_frames, turn_frames, per_auditor, n_failed = [], [], {}, 0
         with llm.session(context) as client:
-            results = run_auditor_ablation(client, specs, setup, auditors)
-        eps_frames, turn_frames, per_auditor = [], [], {}
-        for auditor_id, res in results.items():
-            eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
-            wh.replace_partition("ncp_ablation_episodes", eps, {"auditor_id": auditor_id})
-            wh.replace_partition("ncp_ablation_turns", turns, {"auditor_id": auditor_id})
-            eps_frames.append(eps)
-            turn_frames.append(turns)
-            per_auditor[auditor_id] = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
+            for auditor in ablation_auditors(s):
+                auditor_id = auditor.auditor_id
+                fkey = {"analysis": ANALYSIS_ABLATION, "auditor_id": auditor_id}
+                round_ = retry_round(wh, fkey)
+                with attempts_for_retry(client, round_):
+                    res = run_auditor_ablation(client, specs, setup, [auditor])[auditor_id]
+                eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
+                wh.replace_partition("ncp_ablation_episodes", eps, {"auditor_id": auditor_id})
+                wh.replace_partition("ncp_ablation_turns", turns, {"auditor_id": auditor_id})
+                n_failed += _list_failed(wh, res.failed_rows(), fkey, round_)
+                eps_frames.append(eps)
+                turn_frames.append(turns)
+                per_auditor[auditor_id] = {str(k): int(v) for k, v in eps["termination"].value_counts().iter_rows()}
+        if n_failed:
+            context.log.warning(f"NCP ablation: {n_failed} episode(s) without a result (see ncp_failed_episodes, "
+                                "analysis ncp_ablation_episodes); the next run plays them again")
         all_eps = pl.concat(eps_frames) if eps_frames else episode_frame([])
         all_turns = pl.concat(turn_frames) if turn_frames else turn_frame([])
         yield _result("ncp_ablation_episodes", all_eps, all_eps.height,
-                      {"terminations_by_auditor": MetadataValue.json(per_auditor)})
+                      {"terminations_by_auditor": MetadataValue.json(per_auditor), "episodes_without_result": n_failed})
         yield _result("ncp_ablation_turns", all_turns, all_turns.height, {})
 
     return ncp_ablation_episodes

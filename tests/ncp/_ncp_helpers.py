@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 
 from wse_platform.ncp.episode import (ROLE_COMMITMENT_STATUS, ROLE_CONFLICT_CHECK, ROLE_DOUBLE_CHECK,
@@ -138,7 +139,7 @@ def released_specs() -> tuple[NarrativeSpec, ...]:
 
 def ncp_asset_runner(tmp_path, cfg: dict):
     """Write `cfg` as the config, build the NCP assets and return `run(names, partition_key=None)`,
-    which materializes exactly those assets through Dagster and asserts success."""
+    which materializes exactly those assets through Dagster and asserts success (`fails=True`: failure)."""
     import yaml
     from dagster import AssetChecksDefinition, AssetsDefinition, materialize
 
@@ -155,11 +156,49 @@ def ncp_asset_runner(tmp_path, cfg: dict):
     resources = {"settings": SettingsResource(config_path=config), "warehouse": WarehouseResource(config_path=config),
                  "llm": LLMResource(config_path=config)}
 
-    def run(names, partition_key=None):
+    def run(names, partition_key=None, fails=False):
         sel = [o for o in objs if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition)
                and {k.to_user_string() for k in o.keys} <= names]
-        result = materialize(sel, partition_key=partition_key, resources=resources)
-        assert result.success
+        result = materialize(sel, partition_key=partition_key, resources=resources, raise_on_error=not fails)
+        assert result.success is not fails
         return result
 
     return run
+
+
+def scripted_cell(tmp_path, monkeypatch, namespace: str, arch: str, t_max: int, override=None,
+                  more_models: tuple[str, ...] = ()):
+    """Every model of the config answered by the NCP script (one PENDING status for every commitment
+    listed); `override(call)` may answer first (None: fall through). `more_models`: further config
+    models on the same backend (model_id `<name>.gguf`). Returns (run, cell, backend, cfg)."""
+    import wse_platform.llm as llm_mod
+    from assets.partitions import cell_key
+    from wse_platform.llm import ScriptedBackend
+
+    script = Script()
+
+    def answer(call):
+        got = override(call) if override is not None else None
+        if got is not None:
+            return got
+        if call.role == "ncp.commitment_status":
+            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
+            return [statuses(ids=tuple(ids))] * call.n
+        return script(call)
+
+    backend = ScriptedBackend(answer, namespace=namespace)
+    base = llm_mod.LLMClient
+
+    class ScriptedClient(base):
+        def __init__(self, settings, *args, **kwargs):
+            kwargs["backends"] = {"smollm2": backend, **{m: backend for m in more_models}}
+            super().__init__(settings, *args, **kwargs)
+
+    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
+           "artifacts_dir": str(tmp_path / "artifacts"),
+           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+                      **{m: {"backend": "embedded", "model_id": f"{m}.gguf"} for m in more_models}},
+           "ncp": {"narrators": ["smollm2"], "architectures": [arch], "player_model": "smollm2",
+                   "auditor": {"model": "smollm2"}, "t_max": t_max, "n_specs": 1}}
+    return ncp_asset_runner(tmp_path, cfg), str(cell_key("smollm2", arch)), backend, cfg

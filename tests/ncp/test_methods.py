@@ -79,3 +79,19 @@ def test_the_config_accepts_architectures_of_declared_methods_only(tmp_path):
     from wse_platform.ncp.methods import load_method
     with pytest.raises(ValueError, match="ncp.narrator_methods.x: cannot import 'no_such_pkg.mod'"):
         load_method("x", bad.ncp.narrator_methods["x"])
+
+
+def test_a_transport_failure_inside_a_method_is_the_servers_not_the_methods(tmp_path):
+    """Before: the method's `except Exception` turned an infrastructure error into a `method_error`
+    episode (the run went on against a dead server); now it is a transport failure like any other."""
+    from wse_platform.llm.errors import LLMTransportError
+
+    def script(call):
+        if call.role == ROLE_METHOD and "turn 0" in text_of(call):
+            return RuntimeError("HTTP 502 from the gateway (after 2 retries)")
+        return Script(ncp__narrator_method=["You wake."])(call)
+
+    EchoNarrator.closed.clear()
+    with pytest.raises(LLMTransportError, match="every episode that sent a request to the server failed"):
+        run(tmp_path, "toy+adversarial", script)
+    assert EchoNarrator.closed == ["m0"]  # its episode was closed all the same, as the reference's runner does

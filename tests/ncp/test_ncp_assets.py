@@ -3,45 +3,8 @@ episodes → re-audit (answered from the cache) → every NCP table, with the lo
 from __future__ import annotations
 
 import json
-import re
 
-
-from tests.ncp._ncp_helpers import Script, ncp_asset_runner, statuses, text_of
-
-
-def _scripted_cell(tmp_path, monkeypatch, namespace: str, arch: str, t_max: int, override=None):
-    """Every model of the config answered by the NCP script (one PENDING status for every commitment
-    listed); `override(call)` may answer first (None: fall through). Returns (run, cell, backend, cfg)."""
-    import wse_platform.llm as llm_mod
-    from assets.partitions import cell_key
-    from wse_platform.llm import ScriptedBackend
-
-    script = Script()
-
-    def answer(call):
-        got = override(call) if override is not None else None
-        if got is not None:
-            return got
-        if call.role == "ncp.commitment_status":
-            ids = re.findall(r"^- (c_[0-9]+) \[", text_of(call), flags=re.MULTILINE)
-            return [statuses(ids=tuple(ids))] * call.n
-        return script(call)
-
-    backend = ScriptedBackend(answer, namespace=namespace)
-    base = llm_mod.LLMClient
-
-    class ScriptedClient(base):
-        def __init__(self, settings, *args, **kwargs):
-            kwargs["backends"] = {"smollm2": backend}
-            super().__init__(settings, *args, **kwargs)
-
-    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
-    cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
-           "artifacts_dir": str(tmp_path / "artifacts"),
-           "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
-           "ncp": {"narrators": ["smollm2"], "architectures": [arch], "player_model": "smollm2",
-                   "auditor": {"model": "smollm2"}, "t_max": t_max, "n_specs": 1}}
-    return ncp_asset_runner(tmp_path, cfg), str(cell_key("smollm2", arch)), backend, cfg
+from tests.ncp._ncp_helpers import ncp_asset_runner, scripted_cell as _scripted_cell
 
 
 def test_ncp_assets_materialize_on_the_scripted_backend(tmp_path, monkeypatch):

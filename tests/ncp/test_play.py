@@ -103,3 +103,33 @@ def test_the_released_iron_man_spec_loads_for_play():
     assert spec.meta.player_role and len(spec.trajectory) == 13  # the paper's Table 5: 13 nodes
     with pytest.raises(ValueError, match="movie999"):
         load_play_spec("movie999")
+
+
+def test_every_play_session_of_a_spec_keeps_its_own_turns_and_table5_is_unchanged(settings, tmp_path):
+    """Before: ncp_turns kept only the latest session's transcript of a spec (no session in its key)."""
+    from wse_platform.metrics.ncp import human_baseline_table
+    from wse_platform.view.pages import ncp_episode
+    from wse_platform.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    spec = make_spec("movie52")
+
+    def session(name, *texts):
+        res = play(settings, spec, "narrator", answers(*texts), io.StringIO(),
+                   backends={"m": ScriptedBackend(Script(), namespace="play-llm")}, warehouse=wh, session=name)
+        assert res.result is not None
+
+    session("ann", "Fog.", "Rain.", "Wind.", "Snow.")
+    session("bob", "Dawn.", "Noon.", "Dusk.", "Night.")
+    session("ann", "unused")  # rerunning a finished session replays it from the cache: same rows, not twice
+    turns = wh.query("SELECT session, narrator_text FROM ncp_turns ORDER BY session, turn").to_dicts()
+    assert [(t["session"], t["narrator_text"]) for t in turns] == [
+        ("ann", "Fog."), ("ann", "Rain."), ("ann", "Wind."), ("ann", "Snow."),
+        ("bob", "Dawn."), ("bob", "Noon."), ("bob", "Dusk."), ("bob", "Night.")]
+    table5 = human_baseline_table(wh.query("SELECT * FROM ncp_episodes")).to_dicts()
+    assert [(r["model"], r["session"], r["turns"], r["status"]) for r in table5] == [
+        ("human", "ann", 3, "SURVIVED"), ("human", "bob", 3, "SURVIVED")]
+    import duckdb
+    with duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True) as con:  # `wse view` shows one session
+        html = ncp_episode(con, {"model": "human", "arch": "human+adversarial", "spec": "movie52", "session": "bob"})
+    assert "Dusk." in html and "Wind." not in html

@@ -34,7 +34,8 @@ def _import_runs(args: argparse.Namespace) -> int:
     except ResultFileError as err:
         print(f"error: {err}")
         return 1
-    print(f"imported {n} reference result file(s) from {args.dir} as ncp_episodes of {args.model} / {args.arch}; "
+    print(f"imported {n} reference result file(s) from {args.dir} as ncp_episodes and ncp_turns of {args.model} / "
+          f"{args.arch}; "
           "materialize the NCP tables (ncp_summary, ncp_survival, model_scorecard) to see them")
     return 0
 
@@ -52,7 +53,7 @@ def _export_runs(args: argparse.Namespace) -> int:
 
 def register(ncp_sub: argparse._SubParsersAction) -> None:
     imp = ncp_sub.add_parser("import-runs", help="load a folder of reference result files (runs/<spec>.json of "
-                                                 "NLP2CT/NCP-Bench) into ncp_episodes")
+                                                 "NLP2CT/NCP-Bench) into ncp_episodes and ncp_turns")
     imp.add_argument("dir")
     imp.add_argument("--model", required=True, help="narrator model name the results belong to")
     imp.add_argument("--arch", required=True, help="architecture, e.g. baseline+adversarial")

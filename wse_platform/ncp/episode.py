@@ -9,7 +9,9 @@ every achievement commitment is satisfied; SURVIVAL at T_max. A call that still 
 client's retries (transport error or invalid output) leaves the episode with no result, as in
 the reference (whose runner stops without writing the episode's result file): it is not an
 episode row (never in a denominator), it is listed in `ncp_failed_episodes` with the role and
-the reason, and the next run of the cell plays it again.
+the reason, and the next run of the cell plays it again. A transport failure (after the
+client's retries) ends only its own episode so (`failures.each_episode`), unless every episode
+that reached the server failed on transport: then the server is down and the run fails.
 
 Each episode of a cell runs on its own (`wse_platform.flow.each`): its next request goes out as
 soon as its previous answer is back, whatever the other episodes are doing.
@@ -21,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from wse_platform import flow
 from wse_platform.ncp import hiagent
 from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
+from wse_platform.ncp.failures import each_episode
 from wse_platform.ncp.memory import HiAgentMemory
 from wse_platform.ncp.prompter import Prompter
 from wse_platform.ncp.render import Exchange
@@ -60,11 +62,15 @@ ProgressFn = Callable[[int, int], None]
 def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
                  progress: ProgressFn | None = None) -> EpisodeBatchResult:
     """Play one cell (narrator model × architecture) on `specs`, each episode on its own
-    (`wse_platform.flow`): an episode's next request goes out as soon as its previous answer is back."""
+    (`wse_platform.flow`): an episode's next request goes out as soon as its previous answer is back.
+    An episode whose transport fails has no result (`failures.each_episode`); the run fails when every
+    episode that reached the server failed so."""
     models = [setup.narrator_model, setup.player_model, setup.auditor.model]
-    parts = flow.each(client, list(specs), lambda c, spec: _play(c, [spec], setup), models=models,
-                      on_done=(lambda n, total: progress(n, total)) if progress is not None else None)
-    return EpisodeBatchResult([r for p in parts for r in p.runs], setup.generation_version)
+    runs = each_episode(client, list(specs), lambda c, spec: _play(c, [spec], setup).runs,
+                        lambda spec: EpisodeRun.start(spec, setup.narrator_model, setup.arch.key,
+                                                      setup.auditor.auditor_id),
+                        models=models, on_done=(lambda n, total: progress(n, total)) if progress is not None else None)
+    return EpisodeBatchResult(runs, setup.generation_version)
 
 
 def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
@@ -78,7 +84,16 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
     if setup.method is not None:  # a plug-in narrator method (ncp.narrator_methods)
         from wse_platform.ncp.methods import MethodNarrators, load_method
         methods = MethodNarrators(client, setup, load_method(setup.arch.narrator, setup.method))
+    try:
+        _turns(client, prompter, runs, setup, methods, progress)
+    finally:  # a method's episodes are closed also when a call raises (as the reference runner does)
+        if methods is not None:
+            methods.close()
+    return EpisodeBatchResult(runs, setup.generation_version)
 
+
+def _turns(client: Any, prompter: Prompter, runs: list[EpisodeRun], setup: EpisodeSetup, methods: Any,
+           progress: ProgressFn | None) -> None:
     # t = 0: the opening narration at the first node, then the facts it establishes.
     rows = [new_turn_row(r, 0, None, None) for r in runs]
     if methods is not None:
@@ -130,9 +145,6 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
                 p.run.end("SURVIVAL", t)
         if progress is not None:
             progress(t, setup.t_max)
-    if methods is not None:
-        methods.close()
-    return EpisodeBatchResult(runs, setup.generation_version)
 
 
 def _opening_done(run: EpisodeRun, row: dict[str, Any], text: str) -> None:
@@ -188,7 +200,7 @@ def _schemas() -> tuple[dict[str, Any], dict[str, Any]]:
             "fact_diff_json": pl.Utf8, "conflict_report_json": pl.Utf8, "node_assessment_json": pl.Utf8,
             "commitment_status_json": pl.Utf8, "ledger_snapshot_json": pl.Utf8, "memory_json": pl.Utf8,
             "outcome": pl.Utf8, "invalid_role": pl.Utf8, "player_words": pl.Int64, "narrator_words": pl.Int64,
-            "llm_call_ids": pl.List(pl.Utf8)}
+            "llm_call_ids": pl.List(pl.Utf8), "session": pl.Utf8}
     return episode, turn
 
 

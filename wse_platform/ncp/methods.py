@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wse_platform.llm.errors import LLMInfrastructureError
 from wse_platform.llm.types import LLMRequest, LLMResult
 
 ROLE_METHOD = "ncp.narrator_method"  # the role of a plug-in narrator's own model calls
@@ -185,6 +186,8 @@ class MethodNarrators:
             assert err.result.failure is not None
             run.fail(err.result, turn, row)
             return None
+        except LLMInfrastructureError:  # the environment, not the method: handled like any other episode's
+            raise
         except Exception as err:  # noqa: BLE001 - a plug-in's own error ends its episode without a result
             run.fail_with(ROLE_METHOD, f"method_error: {type(err).__name__}: {err}", turn, row, kind="method_error")
             return None
@@ -199,6 +202,8 @@ class MethodNarrators:
             inst = self.cls(_Client(self._complete_for(run)))
             if callable(getattr(inst, "start_episode", None)):
                 inst.start_episode(EpisodeContext(run.spec.spec_id, run.spec.meta.player_role, _trajectory(run)))
+        except LLMInfrastructureError:
+            raise
         except Exception as err:  # noqa: BLE001
             run.fail_with(ROLE_METHOD, f"method_error: {type(err).__name__}: {err}", 0, row, kind="method_error")
             return None

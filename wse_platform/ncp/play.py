@@ -23,6 +23,7 @@ from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse
 from wse_platform.ncp.episode import (AuditorSetup, Architecture, EpisodeBatchResult, EpisodeSetup, episode_frame,
                                       run_episodes, turn_frame)
 from wse_platform.ncp.spec import NCP_DATASET_DIR, NarrativeSpec, load_spec_file
+from wse_platform.ncp.state import PLAY_VERSION
 
 HUMAN = "human"
 ARCH = {"narrator": "human+adversarial", "player": "human-player"}
@@ -107,7 +108,7 @@ def play(settings: Any, spec: NarrativeSpec, as_: str, stdin: TextIO, stdout: Te
     client = LLMClient(settings, use_cache=True, backends={**(backends or {}), HUMAN: human}, progress=False)
     setup = EpisodeSetup(narrator_model=narrator, arch=Architecture.parse(ARCH[as_]), player_model=player,
                          auditor=AuditorSetup.from_judge(ncp.auditor), t_max=int(ncp.t_max), sampling=ncp.sampling,
-                         prompts_dir=settings.prompts_dir, generation_version=f"ncp-play:{human.session}")
+                         prompts_dir=settings.prompts_dir, generation_version=f"{PLAY_VERSION}{human.session}")
     try:
         result = run_episodes(client, [spec], setup)
     except KeyboardInterrupt:
@@ -124,11 +125,12 @@ def play(settings: Any, spec: NarrativeSpec, as_: str, stdin: TextIO, stdout: Te
                  f"{ep['commitments_total']}.\n")
     if warehouse is not None:
         key = {"model": ep["model"], "arch": ep["arch"], "spec_id": ep["spec_id"]}
-        # one episode row per session: two humans' sessions on a spec (Table 5's resolve-all and max-survival)
-        # coexist; ncp_turns keeps the transcript of the latest session (it has no session column)
+        # one episode row and one transcript per session: two humans' sessions on a spec (Table 5's
+        # resolve-all and max-survival) coexist; rerunning a session replaces only its own rows
+        turns = turn_frame([{**r, "session": human.session} for r in result.turn_rows()])
         warehouse.replace_partition("ncp_episodes", episode_frame(result.episode_rows()),
                                     {**key, "generation_version": ep["generation_version"]})
-        warehouse.replace_partition("ncp_turns", turn_frame(result.turn_rows()), key)
+        warehouse.replace_partition("ncp_turns", turns, {**key, "session": human.session})
     return PlayOutcome(result, human.asked)
 
 

@@ -10,7 +10,10 @@ replayed ledger, node and commitment state start again from the spec. The first
 confirmed conflict ends the replayed episode as CONFLICT; a transcript that runs out
 without one is censored at its last stored turn (CENSORED, or SURVIVAL when the stored
 transcript reached T_max); a replay whose auditor call still fails after retries has no result
-(FAILED: left out of the replay rows, as a failed live episode is).
+(FAILED: left out of the replay rows, as a failed live episode is, and listed in
+`ncp_failed_episodes` with analysis `ncp_reaudit_episodes`). Each transcript is replayed on its
+own (`failures.each_episode`), so a transport failure ends only its replay, unless every replay
+that reached the server failed so (then the run fails: the server is down).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Any
 from wse_platform.ncp.audit import PendingTurn, audit_openings, audit_turns, dump
 from wse_platform.ncp.episode import (LOOP_VERSION, Architecture, AuditorSetup, EpisodeBatchResult, EpisodeRun,
                                       EpisodeSetup, new_turn_row)
+from wse_platform.ncp.failures import each_episode
 from wse_platform.ncp.prompter import Prompter
 from wse_platform.ncp.render import Exchange
 from wse_platform.ncp.spec import NarrativeSpec
@@ -82,20 +86,29 @@ def transcripts_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Transcript]
 def reaudit(client: Any, specs: Mapping[str, NarrativeSpec], transcripts: list[Transcript],
             auditor: AuditorSetup, t_max: int | None = None, prompts_dir: str | None = None,
             sampling: Any = None) -> EpisodeBatchResult:
-    """Replay `transcripts` under `auditor`; one result per transcript (rows carry auditor_id)."""
+    """Replay `transcripts` under `auditor`; one result per transcript (rows carry auditor_id), each
+    transcript on its own (`failures.each_episode`: a transport failure ends only its replay)."""
     kwargs = {"sampling": sampling} if sampling is not None else {}
     # Narrator/player fields are placeholders: the prompter is only asked for auditor requests.
     setup = EpisodeSetup(narrator_model="(replay)", arch=Architecture.parse("baseline+adversarial"),
                          player_model="(replay)", auditor=auditor, t_max=t_max or 0, prompts_dir=prompts_dir,
                          generation_version=f"{LOOP_VERSION}:reaudit", **kwargs)
-    prompter = Prompter(setup)
+    for tr in transcripts:
+        if tr.spec_id not in specs:
+            raise TranscriptError(f"episode {tr.key}: spec {tr.spec_id!r} is not among the loaded specs")
+    runs = each_episode(client, transcripts, lambda c, tr: _replay(c, Prompter(setup), specs, [tr], auditor, t_max),
+                        lambda tr: EpisodeRun.start(specs[tr.spec_id], tr.model, tr.arch, auditor.auditor_id),
+                        models=[auditor.model])
+    return EpisodeBatchResult(runs, setup.generation_version)
+
+
+def _replay(client: Any, prompter: Prompter, specs: Mapping[str, NarrativeSpec], transcripts: list[Transcript],
+            auditor: AuditorSetup, t_max: int | None) -> list[EpisodeRun]:
+    """Replay `transcripts` in lockstep (each auditor stage one `complete_many` over the active replays)."""
     runs: list[EpisodeRun] = []
     plans: dict[int, list[StoredTurn]] = {}
     for tr in transcripts:
-        spec = specs.get(tr.spec_id)
-        if spec is None:
-            raise TranscriptError(f"episode {tr.key}: spec {tr.spec_id!r} is not among the loaded specs")
-        run = EpisodeRun.start(spec, tr.model, tr.arch, auditor.auditor_id)
+        run = EpisodeRun.start(specs[tr.spec_id], tr.model, tr.arch, auditor.auditor_id)
         opening = next((s for s in tr.turns if s.turn == 0 and s.narrator_text is not None), None)
         row0 = new_turn_row(run, 0, None, opening.narrator_text if opening else None)
         row0["ledger_snapshot_json"] = dump(run.ledger.snapshot())
@@ -127,4 +140,4 @@ def reaudit(client: Any, specs: Mapping[str, NarrativeSpec], transcripts: list[T
         if not run.done:
             n = len(plans[id(run)])
             run.end("SURVIVAL" if t_max is not None and n >= t_max else "CENSORED", n)
-    return EpisodeBatchResult(runs, setup.generation_version)
+    return runs

@@ -5,8 +5,9 @@ spec) into the reference's result mapping: `episode`, `termination` (conflict / 
 max_turns), `turns` (the player turns, numbered from 0, each with its fact update, conflict
 decision, trajectory and commitment assessments), `final_state` (facts, commitments, trajectory,
 history with the opening at turn -1). `episode_row_from_result` reads such a file back into an
-`ncp_episodes` row, so results produced with the reference code get our tables, survival curves
-and scorecard (`wse ncp import-runs DIR`).
+`ncp_episodes` row and `ref_turns.turn_rows_from_result` into its `ncp_turns` rows, so results
+produced with the reference code get our tables, survival curves, scorecard, `wse view` pages and
+re-audit (`wse ncp import-runs DIR`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wse_platform.ncp.spec import NarrativeSpec
+from wse_platform.ncp.state import play_session
 
 TERMINATION_TO_REF = {"CONFLICT": "conflict", "SUCCESS": "all_resolved", "SURVIVAL": "max_turns"}
 TERMINATION_FROM_REF = {v: k for k, v in TERMINATION_TO_REF.items()}
@@ -47,6 +49,13 @@ def _conflict(report: Mapping[str, Any] | None) -> dict[str, Any]:
             "double_checked": double_checked, "review_reason": reason}
 
 
+def _node_reason(node: Mapping[str, Any]) -> str | None:
+    """One reason for a node assessment: ours has one per field, an imported one (`ref_turns.py`) only one."""
+    if isinstance(node.get("trigger"), dict) and isinstance(node.get("delta"), dict):
+        return f"trigger: {node['trigger'].get('reason')} | delta: {node['delta'].get('reason')}"
+    return node.get("reason")
+
+
 def episode_result(spec: NarrativeSpec, episode: Mapping[str, Any], turns: Sequence[Mapping[str, Any]]) -> dict:
     """The reference's result mapping of one episode with a result."""
     term = episode["termination"]
@@ -72,8 +81,7 @@ def episode_result(spec: NarrativeSpec, episode: Mapping[str, Any], turns: Seque
                                            "reason": diff.get("reason")},
                            "conflict": _conflict(_j(r["conflict_report_json"]))},
             "trajectory_assessments": ([{"target_node_id": node["node_id"], "occurred": bool(node["advanced"]),
-                                         "reason": f"trigger: {node['trigger']['reason']} | "
-                                                   f"delta: {node['delta']['reason']}"}] if node else []),
+                                         "reason": _node_reason(node)}] if node else []),
             "commitment_assessments": [{"commitment_id": c.id, "status": new_status[c.id],
                                         "reason": status["statuses"][c.id]["reason"]}
                                        for c in spec.commitments if c.id in new_status],
@@ -177,19 +185,28 @@ def read_results(run_dir: str | Path) -> list[tuple[str, Any]]:
 
 
 def import_runs(warehouse: Any, run_dir: str | Path, model: str, arch: str, auditor_id: str) -> int:
-    """Load a folder of reference result files as the `ncp_episodes` rows of (model, arch, auditor_id)."""
-    from wse_platform.ncp.episode import episode_frame
+    """Load a folder of reference result files as the `ncp_episodes` rows of (model, arch, auditor_id) and
+    their turns as its `ncp_turns` rows (as far as the files hold them: `ref_turns.py`)."""
+    from wse_platform.ncp.episode import episode_frame, turn_frame
+    from wse_platform.ncp.ref_turns import turn_rows_from_result
+    from wse_platform.ncp.state import word_stats
 
     try:
         orders = {r["spec_id"]: r["eval_order"] for r in
                   warehouse.query("SELECT spec_id, eval_order FROM ncp_specs").to_dicts()}
     except Exception:  # noqa: BLE001 - no specs table yet: evaluation order unknown
         orders = {}
-    rows = [episode_row_from_result(res, file, model, arch, auditor_id, orders.get((res.get("episode") or {})
-                                                                                   .get("id")))
-            for file, res in read_results(run_dir)]
-    return warehouse.replace_partition("ncp_episodes", episode_frame(rows),
-                                       {"model": model, "arch": arch, "auditor_id": auditor_id})
+    rows, turns = [], []
+    for file, res in read_results(run_dir):
+        row = episode_row_from_result(res, file, model, arch, auditor_id, orders.get((res.get("episode") or {})
+                                                                                     .get("id")))
+        its_turns = turn_rows_from_result(res, model, arch, auditor_id, row["termination"])
+        rows.append({**row, **word_stats(its_turns)})
+        turns.extend(its_turns)
+    key = {"model": model, "arch": arch, "auditor_id": auditor_id}
+    n = warehouse.replace_partition("ncp_episodes", episode_frame(rows), key)
+    warehouse.replace_partition("ncp_turns", turn_frame(turns), key)
+    return n
 
 
 def export_runs(warehouse: Any, specs: Mapping[str, NarrativeSpec], out_dir: str | Path, model: str,
@@ -199,9 +216,10 @@ def export_runs(warehouse: Any, specs: Mapping[str, NarrativeSpec], out_dir: str
                           "ORDER BY spec_id", [model, arch, auditor_id, auditor_id]).to_dicts()
     turns = warehouse.query("SELECT * FROM ncp_turns WHERE model = ? AND arch = ? ORDER BY spec_id, turn",
                             [model, arch]).to_dicts()
-    by_spec: dict[tuple[str, str], list[dict]] = {}
+    by_spec: dict[tuple[str, str, str | None], list[dict]] = {}
     for t in turns:
-        by_spec.setdefault((t["spec_id"], t["auditor_id"]), []).append(t)
-    results = [episode_result(specs[e["spec_id"]], e, by_spec.get((e["spec_id"], e["auditor_id"]), []))
+        by_spec.setdefault((t["spec_id"], t["auditor_id"], t.get("session")), []).append(t)
+    results = [episode_result(specs[e["spec_id"]], e,
+                              by_spec.get((e["spec_id"], e["auditor_id"], play_session(e["generation_version"])), []))
                for e in eps if e["termination"] in TERMINATION_TO_REF]
     return write_results(out_dir, results)

@@ -16,9 +16,16 @@ from wse_platform.ncp.schemas import NARRATOR_MAX_WORDS, PLAYER_MAX_WORDS, FactD
 from wse_platform.ncp.spec import NarrativeSpec, TrajectoryNode
 
 LOOP_VERSION = "ncp-loop-2"
+PLAY_VERSION = "ncp-play:"  # generation_version of a `wse ncp play` episode: PLAY_VERSION + its session name
 AUDITOR_ID_ROLE = "ncp.auditor"  # JudgeConfig.judge_id(role) of an auditor configuration
 
 Termination = Literal["CONFLICT", "SUCCESS", "SURVIVAL", "FAILED", "CENSORED"]  # FAILED: no result
+
+
+def play_session(generation_version: str | None) -> str | None:
+    """The `wse ncp play` session of an episode row (None for the model cells' episodes)."""
+    v = generation_version or ""
+    return v[len(PLAY_VERSION):] if v.startswith(PLAY_VERSION) else None
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -175,12 +182,7 @@ class EpisodeRun:
                 "generation_version": generation_version}
 
     def word_stats(self) -> dict[str, Any]:
-        narr = [r["narrator_words"] for r in self.turn_rows if r.get("narrator_text")]
-        play = [r["player_words"] for r in self.turn_rows if r.get("player_input")]
-        return {"narrator_responses": len(narr), "narrator_words_mean": sum(narr) / len(narr) if narr else None,
-                "narrator_over_limit": sum(w > NARRATOR_MAX_WORDS for w in narr),
-                "player_inputs": len(play), "player_words_mean": sum(play) / len(play) if play else None,
-                "player_over_limit": sum(w > PLAYER_MAX_WORDS for w in play)}
+        return word_stats(self.turn_rows)
 
     def episode_row(self, generation_version: str) -> dict[str, Any]:
         n_nodes = len(self.spec.trajectory)
@@ -197,6 +199,16 @@ class EpisodeRun:
             "invalid_role": self.invalid_role, "invalid_message": self.invalid_message,
             **self.word_stats(), "generation_version": generation_version,
         }
+
+
+def word_stats(turn_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Words per response of an episode's turn rows (the opening included): the `ncp_episodes` columns."""
+    narr = [r["narrator_words"] for r in turn_rows if r.get("narrator_text")]
+    play = [r["player_words"] for r in turn_rows if r.get("player_input")]
+    return {"narrator_responses": len(narr), "narrator_words_mean": sum(narr) / len(narr) if narr else None,
+            "narrator_over_limit": sum(w > NARRATOR_MAX_WORDS for w in narr),
+            "player_inputs": len(play), "player_words_mean": sum(play) / len(play) if play else None,
+            "player_over_limit": sum(w > PLAYER_MAX_WORDS for w in play)}
 
 
 def new_turn_row(run: EpisodeRun, turn: int, player_input: str | None, narrator_text: str | None) -> dict[str, Any]:

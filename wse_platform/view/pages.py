@@ -185,7 +185,7 @@ def ncp_list(con, params: Params) -> str:
     body = table(["model", "arch", "spec", "auditor", "turns", "end", "kinds", "nodes"],
                  [[e(r["model"]), e(r["arch"]),
                    link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"], spec=r["spec_id"],
-                        auditor=r["auditor_id"]),
+                        auditor=r["auditor_id"], **_session_param(r)),
                    e(r["auditor_id"]), e(r["turns"]),
                    f"<span class='{'bad' if r['termination'] in ('CONFLICT', 'INVALID') else 'ok'}'>"
                    f"{e(r['termination'])}</span>", e(r["conflict_kinds"]),
@@ -195,26 +195,47 @@ def ncp_list(con, params: Params) -> str:
     failed = rows(con, f"SELECT * FROM ncp_failed_episodes{where_f} ORDER BY model, arch, eval_order", values_f)
     if failed:   # no result (a call still failed after retries): in no denominator, played again next run
         body += "<h2>episodes without a result</h2>" + table(
-            ["model", "arch", "spec", "turn", "role", "failure", "retry round"],
-            [[e(r["model"]), e(r["arch"]), link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"],
-                                                spec=r["spec_id"], auditor=r["auditor_id"]),
+            ["analysis", "model", "arch", "spec", "turn", "role", "failure", "retry round"],
+            [[e(r.get("analysis") or "ncp_episodes"), e(r["model"]), e(r["arch"]),
+              link("/ncp/episode", r["spec_id"], model=r["model"], arch=r["arch"], spec=r["spec_id"],
+                   auditor=r["auditor_id"]),
               e(r["turn"]), e(r["role"]), f"<span class='bad'>{e(r['error_kind'])}</span>: {e(r['message'])}",
               e(r["retry_round"])] for r in failed])
     return page("NCP-Bench episodes", form + body)
+
+
+def _in_analysis(failed: dict) -> str:
+    """Where a listed failure belongs when it is not the live cell's (the re-audit or the ablation)."""
+    analysis = failed.get("analysis") or "ncp_episodes"
+    return "" if analysis == "ncp_episodes" else f" in {e(analysis)} (auditor {e(failed['auditor_id'])})"
+
+
+def _session_param(episode: dict) -> dict:
+    """A `wse ncp play` episode's session (its turns are kept per session)."""
+    from wse_platform.ncp.state import play_session
+    session = play_session(episode.get("generation_version"))
+    return {"session": session} if session is not None else {}
 
 
 def ncp_episode(con, params: Params) -> str:
     key = [params.get("model"), params.get("arch"), params.get("spec")]
     aud = params.get("auditor")
     extra, values = (" AND auditor_id = ?", [*key, aud]) if aud else ("", key)
-    ep = rows(con, f"SELECT * FROM ncp_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
-    turns = rows(con, f"SELECT * FROM ncp_turns WHERE model = ? AND arch = ? AND spec_id = ?{extra} ORDER BY turn", values)
+    session = params.get("session")
+    ep_extra, t_extra, ep_values, t_values = extra, extra, values, values
+    if session:  # one play session of several on this spec
+        from wse_platform.ncp.state import PLAY_VERSION
+        ep_extra, ep_values = extra + " AND generation_version = ?", [*values, f"{PLAY_VERSION}{session}"]
+        t_extra, t_values = extra + " AND session = ?", [*values, session]
+    ep = rows(con, f"SELECT * FROM ncp_episodes WHERE model = ? AND arch = ? AND spec_id = ?{ep_extra}", ep_values)
+    turns = rows(con, f"SELECT * FROM ncp_turns WHERE model = ? AND arch = ? AND spec_id = ?{t_extra} ORDER BY turn",
+                 t_values)
     failed = rows(con, f"SELECT * FROM ncp_failed_episodes WHERE model = ? AND arch = ? AND spec_id = ?{extra}", values)
     if not ep and not turns and not failed:
         return page("NCP-Bench episode", empty(f"no episode {key}"))
-    head = "".join(f"<p class='bad'>no result: the {e(f['role'])} call of turn {e(f['turn'])} still failed after "
-                   f"retries ({e(f['error_kind'])}: {e(f['message'])}); the next run of this cell plays it again</p>"
-                   for f in failed)
+    head = "".join(f"<p class='bad'>no result{_in_analysis(f)}: the {e(f['role'])} call of turn {e(f['turn'])} "
+                   f"still failed after retries ({e(f['error_kind'])}: {e(f['message'])}); the next run plays it "
+                   "again</p>" for f in failed)
     if ep:
         x = ep[0]
         head += (f"<p>ended <b class='{'bad' if x['termination'] in ('CONFLICT', 'INVALID') else 'ok'}'>"
