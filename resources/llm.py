@@ -43,6 +43,20 @@ def annotate_outputs(context, metadata: dict) -> None:
             context.log.debug(f"LLM usage metadata not attached to {name}: {err}")
 
 
+def _progress(context, partition_key: str | None, op_context):
+    """Progress lines of this step in the run log: requests done against the run's planned total
+    (`wse_platform.progress`; runs launched outside `wse materialize` have no total)."""
+    from wse_platform import progress
+
+    run = getattr(context, "run", None)
+    planned = progress.decode_tag((getattr(run, "tags", None) or {}).get(progress.TAG))
+    names = [k.to_user_string() for k in (getattr(context, "selected_asset_keys", None) or ())]
+    label = f"progress {str(getattr(op_context, 'op_handle', '') or '') or 'LLM'}" + \
+        (f" [{partition_key}]" if partition_key else "")
+    return progress.Reporter(label, progress.TALLY.counts, progress.total_of(planned, names),
+                             context.log.info).start()
+
+
 class LLMResource(ConfigurableResource):
     config_path: str | None = None
     no_cache: bool = False
@@ -65,9 +79,13 @@ class LLMResource(ConfigurableResource):
         logger = logging.getLogger("wse_platform")
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+        reporter = _progress(context, partition_key, op_context)
+        outcome = "stopped by an error"
         try:
             yield client
+            outcome = "done"
         finally:
+            reporter.finish(outcome)
             logger.removeHandler(handler)
             records = client.call_records()
             client.flush_records()  # queued answers into the cache, records into llm_calls
