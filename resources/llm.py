@@ -48,9 +48,11 @@ def _progress(context, partition_key: str | None, op_context):
     (`wse_platform.progress`; runs launched outside `wse materialize` have no total)."""
     from wse_platform import progress
 
-    run = getattr(context, "run", None)
-    planned = progress.decode_tag((getattr(run, "tags", None) or {}).get(progress.TAG))
-    names = [k.to_user_string() for k in (getattr(context, "selected_asset_keys", None) or ())]
+    try:
+        planned = progress.decode_tag(dict(context.run.tags).get(progress.TAG))
+        names = [k.to_user_string() for k in context.selected_asset_keys]
+    except Exception:  # noqa: BLE001 - a context without a run or assets: lines without a total
+        planned, names = {}, []
     label = f"progress {str(getattr(op_context, 'op_handle', '') or '') or 'LLM'}" + \
         (f" [{partition_key}]" if partition_key else "")
     return progress.Reporter(label, progress.TALLY.counts, progress.total_of(planned, names),
