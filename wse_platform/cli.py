@@ -103,7 +103,7 @@ def cmd_materialize(args) -> int:
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
     from wse_platform.progress import CommandProgress
-    progress = CommandProgress(settings, steps, parallel)  # requests done / planned, ETA (progress.py)
+    progress = CommandProgress(settings, steps, parallel, defs)  # requests done / planned, ETA (progress.py)
     try:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())

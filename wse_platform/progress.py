@@ -133,6 +133,19 @@ def step_totals(settings, steps) -> list[dict[str, int]]:
     return out
 
 
+def unplanned(defs, steps, totals: list[dict[str, int]]) -> list[str]:
+    """LLM assets (kind `llm`) among the planned runs that `wse plan` does not count."""
+    ops = [{k.to_user_string() for k in a.keys} for a in (getattr(defs, "assets", None) or [])
+           if any("llm" in (getattr(sp, "kinds", None) or ()) for sp in (getattr(a, "specs", None) or ()))]
+    out: set[str] = set()
+    for st, per_asset in zip(steps, totals):
+        names = {k.to_user_string() for k in st.keys}
+        for op in ops:
+            if op & names and not op & set(per_asset):
+                out |= op & names
+    return sorted(out)
+
+
 def total_of(per_asset: dict[str, int], asset_names) -> int | None:
     """Planned requests of a step writing `asset_names` (None: the plan does not count them)."""
     found = [per_asset[a] for a in asset_names if a in per_asset]
@@ -233,12 +246,14 @@ class CommandProgress:
     """The overall line of one `wse materialize`: tags each planned run with its planned requests
     (`TAG`) and counts the requests of this process and of its `--parallel` workers (`Shared`)."""
 
-    def __init__(self, settings, steps, workers: int, emit: Callable[[str], None] = print):
+    def __init__(self, settings, steps, workers: int, defs=None, emit: Callable[[str], None] = print):
         try:
             totals = step_totals(settings, steps)
         except Exception as err:  # noqa: BLE001 - without a plan the lines still count
             totals = [{} for _ in steps]
             emit(f"note: progress lines without planned totals: the plan failed ({type(err).__name__}: {err})")
+        if totals and any(totals) and (left_out := unplanned(defs, steps, totals)):
+            emit(f"note: the progress total leaves out {', '.join(left_out)} (`wse plan` does not count them)")
         for st, per_asset in zip(steps, totals):
             if per_asset:
                 st.tags[TAG] = encode_tag(per_asset)

@@ -99,3 +99,26 @@ def test_planned_totals_per_run_from_the_plan(tmp_path):
     cell = {c.cell: c for c in plan.build(s).cells}["baseline+adversarial|gen"]
     assert cell.requests == 3 + 6 + 6 + 5 * 6 + 4 * 6
     assert progress.decode_tag(progress.encode_tag(totals[0])) == totals[0]
+
+
+def test_llm_assets_the_plan_does_not_count_are_named():
+    from dagster import Definitions, MaterializeResult, asset, multi_asset, AssetSpec
+
+    @multi_asset(specs=[AssetSpec("ncp_episodes", kinds={"llm"}), AssetSpec("ncp_turns", kinds={"llm"})])
+    def episodes():
+        yield MaterializeResult(asset_key="ncp_episodes")
+        yield MaterializeResult(asset_key="ncp_turns")
+
+    @asset(kinds={"llm"})
+    def endings_rubric_scores():
+        return None
+
+    @asset(kinds={"duckdb"})
+    def table():
+        return None
+
+    defs = Definitions(assets=[episodes, endings_rubric_scores, table])
+    steps = [RunPlanStep([AssetKey("ncp_episodes"), AssetKey("ncp_turns")], "c"),
+             RunPlanStep([AssetKey("endings_rubric_scores"), AssetKey("table")], "c")]
+    assert progress.unplanned(defs, steps, [{"ncp_episodes": 3}, {}]) == ["endings_rubric_scores"]
+    assert progress.unplanned(defs, steps, [{}, {}]) == ["endings_rubric_scores", "ncp_episodes", "ncp_turns"]
