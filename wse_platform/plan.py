@@ -361,8 +361,9 @@ class Plan:
     problems: list[str] = field(default_factory=list)   # inputs the plan could not read
 
 
-def build(settings: Settings) -> Plan:
-    (observed, seed_rows), problems = warehouse_facts(settings.warehouse), []
+def build(settings: Settings, facts: tuple[Observed, list[tuple[str, str]]] | None = None) -> Plan:
+    """The plan; `facts` (observed means, WSE seed rows) instead of reading them from the warehouse."""
+    (observed, seed_rows), problems = facts if facts is not None else warehouse_facts(settings.warehouse), []
     cells = (plan_wse(settings, observed, seed_rows) + plan_ncp(settings, observed)
              + plan_endings(settings, observed, problems))
     return Plan(cells, observed, problems)

@@ -146,6 +146,14 @@ def unplanned(defs, steps, totals: list[dict[str, int]]) -> list[str]:
     return sorted(out)
 
 
+def planned_in_step(settings, asset_names, partition_key: str | None, seed_rows: list[tuple[str, str]]) -> int | None:
+    """The planned requests of one step, computed inside a run that has no `TAG` (launched from the UI);
+    `seed_rows` = the warehouse's WSE seeds (their NPC counts), read by the caller."""
+    from wse_platform import plan
+    by_step = plan.step_requests(plan.build(settings, (plan.Observed(), seed_rows)))
+    return total_of({a: n for (a, pk), n in by_step.items() if pk == (partition_key or "")}, asset_names)
+
+
 def total_of(per_asset: dict[str, int], asset_names) -> int | None:
     """Planned requests of a step writing `asset_names` (None: the plan does not count them)."""
     found = [per_asset[a] for a in asset_names if a in per_asset]
@@ -198,8 +206,9 @@ class Reporter:
     """Writes `line(...)` through `emit` while `read()` counts grow (see the module doc for when)."""
 
     def __init__(self, label: str, read: Callable[[], Counts], total: int | None, emit: Callable[[str], None],
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, total_fn: Callable[[], int | None] | None = None):
         self.label, self.read, self.total, self.emit, self.clock = label, read, total, emit, clock
+        self._total_fn = total_fn   # computes `total` on the reporter's thread (not delaying the step)
         self.base = read()
         self.t0 = self._last_t = clock()
         self._last_done = 0
@@ -223,6 +232,11 @@ class Reporter:
 
     def start(self) -> "Reporter":
         def run() -> None:
+            if self._total_fn is not None:
+                try:
+                    self.total = self._total_fn()
+                except Exception:  # noqa: BLE001 - lines without a total then
+                    pass
             while not self._stop.wait(POLL_S):
                 try:
                     self.poll()
@@ -255,8 +269,7 @@ class CommandProgress:
         if totals and any(totals) and (left_out := unplanned(defs, steps, totals)):
             emit(f"note: the progress total leaves out {', '.join(left_out)} (`wse plan` does not count them)")
         for st, per_asset in zip(steps, totals):
-            if per_asset:
-                st.tags[TAG] = encode_tag(per_asset)
+            st.tags[TAG] = encode_tag(per_asset)     # empty: nothing planned (the run does not plan again)
         planned = [n for per_asset in totals for n in per_asset.values()]
         self.shared = Shared(max(1, workers))
         TALLY.publish(self.shared.arr, 0)

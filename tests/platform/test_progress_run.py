@@ -24,12 +24,34 @@ def _ncp_answer():
     return answer
 
 
-def test_sequential_materialize_writes_progress_in_the_terminal_and_the_run_log(tmp_path, monkeypatch, capsys):
+def _calls(tmp_path, run_id: str) -> tuple[int, int, int]:
+    """(requests, from cache, failed) of one run in llm_calls (every answer valid at its first attempt:
+    one record per request)."""
+    from wse_platform.warehouse import Warehouse
+    row = Warehouse(tmp_path / "wh.duckdb").query(
+        "SELECT count(*) AS n, count(*) FILTER (cache_hit) AS hits, count(*) FILTER (NOT valid) AS bad, "
+        "max(attempt) AS attempts FROM llm_calls WHERE run_id = ?", [run_id]).to_dicts()[0]
+    assert row["attempts"] == 1
+    return row["n"], row["hits"], row["bad"]
+
+
+def _last_progress(instance, run_id: str) -> str:
+    messages = [e.user_message for e in instance.all_logs(run_id) if e.user_message.startswith("progress ")]
+    assert messages, "no progress line in the run's event log"
+    return messages[-1]
+
+
+def test_progress_in_the_run_log_and_the_terminal_of_wse_materialize(tmp_path, monkeypatch, capsys):
+    """A run without the plan's tag (as the UI launches it) plans its step itself; then `wse materialize`
+    runs the cell again, every answer from the cache, and says so in its terminal line and the run log."""
     import wse_platform.llm as llm_mod
-    from dagster import DagsterInstance, RunsFilter
+    from dagster import AssetKey, RunsFilter
 
     from wse_platform import cli
+    from wse_platform.definitions import build_definitions
     from wse_platform.llm import ScriptedBackend
+    from wse_platform.runner import RunPlanStep, get_instance, run_in_location
+    from wse_platform.config import load_settings
 
     backend = ScriptedBackend(_ncp_answer(), namespace="progress-test")
     base = llm_mod.LLMClient
@@ -51,28 +73,31 @@ def test_sequential_materialize_writes_progress_in_the_terminal_and_the_run_log(
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     monkeypatch.setenv("WSE_CONFIG", str(path))
-    rc = cli.main(["--config", str(path), "materialize", "--select", "ncp_specs", "ncp_episodes", "ncp_turns"])
-    out = capsys.readouterr().out
-    assert rc == 0, out
     # plan: the opening, per turn (2) the narrator, its subgoal summary, the player and five audit stages
     planned = 1 + 2 * (1 + 1 + 1 + 5)
-    from wse_platform.warehouse import Warehouse
-    calls = Warehouse(tmp_path / "wh.duckdb").query("SELECT count(*) AS n, count(*) FILTER (cache_hit) AS hits, "
-                                                     "count(*) FILTER (NOT valid) AS bad FROM llm_calls").to_dicts()[0]
-    # every answer valid at the first attempt: one call record per request; a request asked twice in one
-    # batch went to the model once, the twin is served as a cache hit
-    assert calls["n"] - calls["hits"] == len(backend.calls) and 0 < calls["n"] <= planned and calls["bad"] == 0
-    expect = (str(calls["n"]), str(planned), str(calls["hits"]), "0")
-    (overall,) = [ln for ln in out.splitlines() if ln.startswith("progress: ") and ln.endswith(", done")]
-    assert FINAL.search(overall).groups() == expect, overall
+    cell = "memory+adversarial|smollm2"
 
-    instance = DagsterInstance.get()
+    defs, instance = build_definitions(str(path)), get_instance(load_settings(path))
+    for keys, pk in ((["ncp_specs"], None), (["ncp_episodes", "ncp_turns"], cell)):
+        result = run_in_location(defs, RunPlanStep([AssetKey(k) for k in keys], pk), instance, {})
+        assert result.success
+    n, hits, bad = _calls(tmp_path, result.run_id)
+    # a fresh cache: every request went to the model, but for one asked twice in a batch (served as a hit)
+    assert n - hits == len(backend.calls) and 0 < n <= planned and bad == 0
+    last = _last_progress(instance, result.run_id)
+    assert last.startswith(f"progress ncp_episodes [{cell}]: "), last
+    assert FINAL.search(last).groups() == (str(n), str(planned), str(hits), "0"), last
+
+    rc = cli.main(["--config", str(path), "materialize", "--select", "ncp_episodes", "ncp_turns"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
     (run,) = [r for r in instance.get_runs(RunsFilter()) if r.tags.get("wse/planned_requests")]
     assert run.tags["wse/planned_requests"] == f"ncp_episodes={planned}"
-    messages = [e.user_message for e in instance.all_logs(run.run_id) if e.user_message.startswith("progress ")]
-    assert messages, "no progress line in the run's event log"
-    assert messages[-1].startswith("progress ncp_episodes [memory+adversarial|smollm2]: "), messages
-    assert FINAL.search(messages[-1]).groups() == expect, messages[-1]
+    assert _calls(tmp_path, run.run_id) == (n, n, 0)      # the same requests, all from the cache
+    expect = (str(n), str(planned), str(n), "0")
+    (overall,) = [ln for ln in out.splitlines() if ln.startswith("progress: ") and ln.endswith(", done")]
+    assert FINAL.search(overall).groups() == expect, overall
+    assert FINAL.search(_last_progress(instance, run.run_id)).groups() == expect
 
 
 # ---- --parallel: the runs' requests are made in worker processes -------------------------------------
