@@ -150,8 +150,16 @@ def planned_in_step(settings, asset_names, partition_key: str | None, seed_rows:
     """The planned requests of one step, computed inside a run that has no `TAG` (launched from the UI);
     `seed_rows` = the warehouse's WSE seeds (their NPC counts), read by the caller."""
     from wse_platform import plan
-    by_step = plan.step_requests(plan.build(settings, (plan.Observed(), seed_rows)))
-    return total_of({a: n for (a, pk), n in by_step.items() if pk == (partition_key or "")}, asset_names)
+    key = (id(settings), hash(tuple(seed_rows)))
+    kept = _PLANNED.get(key)
+    if kept is None or kept[0] is not settings:      # once per config and seeds in a process
+        if len(_PLANNED) > 8:
+            _PLANNED.clear()
+        kept = _PLANNED[key] = (settings, plan.step_requests(plan.build(settings, (plan.Observed(), seed_rows))))
+    return total_of({a: n for (a, pk), n in kept[1].items() if pk == (partition_key or "")}, asset_names)
+
+
+_PLANNED: dict[tuple[int, int], tuple[object, dict[tuple[str, str], int]]] = {}
 
 
 def total_of(per_asset: dict[str, int], asset_names) -> int | None:

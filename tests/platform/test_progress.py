@@ -122,3 +122,18 @@ def test_llm_assets_the_plan_does_not_count_are_named():
              RunPlanStep([AssetKey("endings_rubric_scores"), AssetKey("table")], "c")]
     assert progress.unplanned(defs, steps, [{"ncp_episodes": 3}, {}]) == ["endings_rubric_scores"]
     assert progress.unplanned(defs, steps, [{}, {}]) == ["endings_rubric_scores", "ncp_episodes", "ncp_turns"]
+
+
+def test_a_step_without_the_tag_plans_itself_once_per_config(tmp_path, monkeypatch):
+    s = settings_from_dict({"profile": "paper", "warehouse_path": str(tmp_path / "wh.duckdb"),
+                            "models": {"gen": {"backend": "litellm", "model_id": "openai/gen"}},
+                            "wse": {"models": ["gen"], "architectures": ["B3"], "horizon": 2, "n_seeds": 1}})
+    builds = []
+    real = plan.build
+    monkeypatch.setattr(plan, "build", lambda *a, **k: builds.append(1) or real(*a, **k))
+    seeds = [("s0", '{"cast": [{"role": "player"}, {"role": "npc"}, {"role": "npc"}]}')]
+    # B3, 2 steps: the story agent per step and a CA call per NPC (2, from the warehouse's seed) per step
+    assert progress.planned_in_step(s, ["wse_trajectory_steps", "wse_trajectories"], "B3|gen", seeds) == 2 + 4
+    assert progress.planned_in_step(s, ["wse_trajectory_steps"], "B3|gen", seeds) == 6
+    assert progress.planned_in_step(s, ["wse_summary"], None, seeds) is None
+    assert len(builds) == 1
