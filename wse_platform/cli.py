@@ -108,8 +108,10 @@ def cmd_materialize(args) -> int:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())
                   if parallel > 1 else execute(defs, steps, instance, tags=tags, guard=guard))
-    finally:
-        progress.finish()
+    except BaseException:
+        progress.finish("stopped")
+        raise
+    progress.finish("done" if report.ok and len(report.steps) == len(steps) else "stopped")
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
