@@ -279,12 +279,17 @@ class CommandProgress:
         for st, per_asset in zip(steps, totals):
             st.tags[TAG] = encode_tag(per_asset)     # empty: nothing planned (the run does not plan again)
         planned = [n for per_asset in totals for n in per_asset.values()]
-        self.shared = Shared(max(1, workers))
-        TALLY.publish(self.shared.arr, 0)
-        self.reporter = Reporter("progress", self.shared.counts, sum(planned) if planned else None, emit).start()
+        try:
+            self.shared: Shared | None = Shared(max(1, workers))
+            TALLY.publish(self.shared.arr, 0)
+        except OSError as err:  # no shared memory here: this process's own counts only
+            self.shared = None
+            emit(f"note: progress lines count this process only (no shared memory for workers: {err})")
+        self.reporter = Reporter("progress", self.shared.counts if self.shared else TALLY.counts,
+                                 sum(planned) if planned else None, emit).start()
 
-    def worker_args(self) -> tuple:
-        return self.shared.worker_args()
+    def worker_args(self) -> tuple | None:
+        return self.shared.worker_args() if self.shared else None
 
     def finish(self, outcome: str = "done") -> None:
         try:
