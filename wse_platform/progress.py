@@ -8,9 +8,10 @@ Totals. `wse materialize` asks `plan.step_requests` once for the planned request
 (asset, partition) it will run and gives each run a tag `wse/planned_requests`
 ("asset=n,asset=n"). The plan's counts are upper bounds (every trajectory and episode runs to its
 horizon / t_max, a double check every NCP turn), so totals read "≤ N" and the ETA is "≤" too;
-re-audit requests answered by the cache are part of the total. An asset the plan does not
-count (the 100-Endings rubric, the NCP auditor ablation) or a run launched from the UI (no tag)
-shows done counts and throughput without a total.
+re-audit requests answered by the cache are part of the total. A run without the tag (launched
+from the UI) plans its own step (`planned_in_step`, on the reporter's thread). An asset the plan
+does not count (the 100-Endings rubric, the NCP auditor ablation) shows done counts and throughput
+without a total; the command names such assets once.
 
 Lines. A reporter thread looks every second and writes a line when 10 s passed or 5 % of the
 total was done since the last line (at most one line per 2 s), and a last line at the end:
