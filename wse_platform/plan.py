@@ -22,6 +22,11 @@ the cache), their mean prompt/output tokens and latency are used ("observed"); o
 prompt is the role's template plus its inputs at 4 characters per token and the output the
 role's typical length capped by its budget ("estimate"). Wall time: the work of each model
 divided by its in-flight slots, or the longest unit's chain of requests if that is longer.
+
+Each load names the asset whose step makes it; `step_requests` gives the planned requests per
+(asset, partition), the totals of `wse materialize`'s progress lines (`wse_platform/progress.py`),
+which also count the re-audit's replay of the in-loop auditor (answered by the cache, so not in
+the table, the cost or the wall time).
 """
 from __future__ import annotations
 
@@ -436,8 +441,9 @@ def render(settings: Settings, the_plan: Plan, latency: float | None = None) -> 
         costs = [cost(settings, x) for x in cell.loads]
         c = None if any(v is None for v in costs) else sum(costs)      # type: ignore[arg-type]
         unpriced |= c is None
-        basis = "observed" if all(x.basis != "estimate" for x in cell.loads) else \
-            "estimate" if all(x.basis == "estimate" for x in cell.loads) else "mixed"
+        asked = [x for x in cell.loads if not x.cached]
+        basis = "observed" if all(x.basis != "estimate" for x in asked) else \
+            "estimate" if all(x.basis == "estimate" for x in asked) else "mixed"
         lines.append(f"{cell.benchmark:9s} {cell.cell[:34]:34s} {cell.requests:>9,d} {_n(tin):>10s} "
                      f"{_n(tout):>10s} {('-' if c is None else f'{c:,.2f}'):>8s}  {basis}")
         total_req += cell.requests
