@@ -43,6 +43,32 @@ def annotate_outputs(context, metadata: dict) -> None:
             context.log.debug(f"LLM usage metadata not attached to {name}: {err}")
 
 
+def _progress(context, partition_key: str | None, op_context, settings, warehouse):
+    """Progress lines of this step in the run log: requests done against the run's planned total
+    (`wse_platform.progress`); a run without the tag (launched from the UI) plans its step itself."""
+    from wse_platform import progress
+
+    try:
+        tags = dict(context.run.tags)
+        planned = progress.decode_tag(tags.get(progress.TAG))
+        names = [k.to_user_string() for k in context.selected_asset_keys]
+    except Exception:  # noqa: BLE001 - a context without a run or assets: lines without a total
+        tags, planned, names = {progress.TAG: ""}, {}, []
+
+    def plan_here() -> int | None:
+        from wse_platform.plan import SEEDS_SQL
+        try:
+            seeds = list(warehouse.query(SEEDS_SQL).iter_rows())
+        except Exception:  # noqa: BLE001 - no seeds table yet: the plan's defaults
+            seeds = []
+        return progress.planned_in_step(settings, names, partition_key, seeds)
+
+    label = f"progress {str(getattr(op_context, 'op_handle', '') or '') or 'LLM'}" + \
+        (f" [{partition_key}]" if partition_key else "")
+    return progress.Reporter(label, progress.TALLY.counts, progress.total_of(planned, names), context.log.info,
+                             total_fn=None if progress.TAG in tags else plan_here).start()
+
+
 class LLMResource(ConfigurableResource):
     config_path: str | None = None
     no_cache: bool = False
@@ -65,9 +91,13 @@ class LLMResource(ConfigurableResource):
         logger = logging.getLogger("wse_platform")
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
+        reporter = _progress(context, partition_key, op_context, settings, warehouse)
+        outcome = "stopped by an error"
         try:
             yield client
+            outcome = "done"
         finally:
+            reporter.finish(outcome)
             logger.removeHandler(handler)
             records = client.call_records()
             client.flush_records()  # queued answers into the cache, records into llm_calls

@@ -102,8 +102,16 @@ def cmd_materialize(args) -> int:
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
-    report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags, guard=guard)
-              if parallel > 1 else execute(defs, steps, instance, tags=tags, guard=guard))
+    from wse_platform.progress import CommandProgress
+    progress = CommandProgress(settings, steps, parallel, defs)  # requests done / planned, ETA (progress.py)
+    try:
+        report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
+                                   guard=guard, progress_args=progress.worker_args())
+                  if parallel > 1 else execute(defs, steps, instance, tags=tags, guard=guard))
+    except BaseException:
+        progress.finish("stopped")
+        raise
+    progress.finish("done" if report.ok and len(report.steps) == len(steps) else "stopped")
     dt = time.perf_counter() - t0
     failed = [s for s, ok, _ in report.steps if not ok]
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")

@@ -74,7 +74,7 @@ def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
 
 
 def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int, loader: tuple,
-                     tags: dict[str, str] | None = None, echo=print, guard=None):
+                     tags: dict[str, str] | None = None, echo=print, guard=None, progress_args: tuple | None = None):
     """Run the planned steps in `parallel` worker processes, each step as soon as its dependencies are
     done (see the module doc). `loader` = ("module:function", args) rebuilds `defs` in a worker.
     The command's `guard` (run_guard) as in `runner.execute`: no run starts after an infrastructure
@@ -97,7 +97,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     in_use: dict[str, int] = {}
     ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
     with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, parallel), mp_context=ctx,
-                                                     initializer=_init_worker, initargs=(loader,)) as pool:
+                                                     initializer=_init_worker, initargs=(loader, progress_args)) as pool:
         while pending or running:
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
@@ -119,7 +119,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
                     keys = [k.to_user_string() for k in steps[i].keys]
                     running[pool.submit(_run_step, keys, steps[i].partition_key,
-                                        {**(tags or {}), "wse/backend": b})] = i
+                                        {**(tags or {}), **steps[i].tags, "wse/backend": b})] = i
             if not running:
                 break
             done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
@@ -155,11 +155,14 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
 _WORKER: dict = {}
 
 
-def _init_worker(loader: tuple) -> None:
+def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
     """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
     import importlib
 
     from dagster import DagsterInstance
+
+    from wse_platform.progress import join_shared
+    join_shared(progress_args)  # this worker's request counts, summed by the command (progress.Shared)
 
     target, args = loader
     module, func = target.split(":")

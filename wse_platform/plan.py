@@ -22,11 +22,16 @@ the cache), their mean prompt/output tokens and latency are used ("observed"); o
 prompt is the role's template plus its inputs at 4 characters per token and the output the
 role's typical length capped by its budget ("estimate"). Wall time: the work of each model
 divided by its in-flight slots, or the longest unit's chain of requests if that is longer.
+
+Each load names the asset whose step makes it; `step_requests` gives the planned requests per
+(asset, partition), the totals of `wse materialize`'s progress lines (`wse_platform/progress.py`),
+which also count the re-audit's replay of the in-loop auditor (answered by the cache, so not in
+the table, the cost or the wall time).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from wse_platform.config import ENDINGS_PIPELINE_STEPS, Settings
@@ -63,6 +68,20 @@ class Load:
     out_tokens: float               # per request
     basis: str = "estimate"
     samples: int = 1                # outputs per request (forecasts: K)
+    asset: str = ""                 # the asset whose step makes these requests (progress lines)
+    cached: bool = False            # expected from the response cache: not a server request, not costed
+
+
+# the asset (the first key of its step) that makes a role's requests, for progress against the plan
+ROLE_ASSET = {"wse.consistency_judge": "wse_consistency_verdicts", "wse.richness_judge": "wse_richness_verdicts",
+              "ncp.extract_facts": "ncp_spec_extraction", "ncp.extract_trajectory": "ncp_spec_extraction",
+              "ncp.extract_commitments": "ncp_spec_extraction", "endings.forecast": "endings_predictions",
+              "endings.judge": "endings_verdicts"}
+PREFIX_ASSET = {"wse.": "wse_trajectory_steps", "ncp.": "ncp_episodes", "endings.": "endings_stories"}
+
+
+def role_asset(role: str) -> str:
+    return ROLE_ASSET.get(role) or next((a for p, a in PREFIX_ASSET.items() if role.startswith(p)), "")
 
 
 @dataclass
@@ -71,14 +90,15 @@ class CellPlan:
     cell: str
     loads: list[Load] = field(default_factory=list)
     chain: int = 0                  # requests one after another in the cell's longest unit
+    partition: str = ""             # the cell's partition key (default: `cell`)
 
     @property
     def requests(self) -> int:
-        return sum(x.requests for x in self.loads)
+        return sum(x.requests for x in self.loads if not x.cached)
 
     def tokens(self) -> tuple[float, float]:
-        return (sum(x.requests * x.prompt_tokens for x in self.loads),
-                sum(x.requests * x.out_tokens * x.samples for x in self.loads))
+        return (sum(x.requests * x.prompt_tokens for x in self.loads if not x.cached),
+                sum(x.requests * x.out_tokens * x.samples for x in self.loads if not x.cached))
 
 
 @dataclass
@@ -110,14 +130,15 @@ def template_tokens(role: str, settings: Settings) -> float:
 
 
 def _load(role: str, model: str, requests: int, input_chars: float, budget: int | None,
-          settings: Settings, observed: Observed, samples: int = 1) -> Load:
+          settings: Settings, observed: Observed, samples: int = 1, asset: str | None = None) -> Load:
+    asset = asset or role_asset(role)
     seen = observed.get(role, model)
     if seen is not None:
-        return Load(role, model, requests, seen[0], seen[1], f"observed ({seen[3]} calls)", samples)
+        return Load(role, model, requests, seen[0], seen[1], f"observed ({seen[3]} calls)", samples, asset)
     out = TYPICAL_OUT.get(role, 200)
     out = min(out, budget) if budget else out
     return Load(role, model, requests, template_tokens(role, settings) + input_chars / CHARS_PER_TOKEN, out,
-                "estimate", samples)
+                "estimate", samples, asset)
 
 
 # ---- WSE-bench ---------------------------------------------------------------------------------
@@ -234,11 +255,16 @@ def plan_ncp(settings: Settings, observed: Observed) -> list[CellPlan]:
             for re in n.reaudit_auditors:
                 for role in AUDIT_STAGES:
                     if role != "ncp.conflict_double_check":
-                        cell.loads.append(_load(role, re.model, turns * re.count, history, budget, settings, observed))
+                        cell.loads.append(_load(role, re.model, turns * re.count, history, budget, settings, observed,
+                                                asset="ncp_reaudit_episodes"))
+            for role in (AUDIT_STAGES if auditor else ()):
+                # the re-audit replays the in-loop auditor too: its audits again, answered from the cache
+                cell.loads.append(replace(_load(role, auditor, turns, history, budget, settings, observed,
+                                                asset="ncp_reaudit_episodes"), cached=True))
             cell.chain = 1 + t_max * (3 + (len(AUDIT_STAGES) if auditor else 0))
             out.append(cell)
     for model in n.extraction_models:
-        cell = CellPlan("ncp", f"extraction|{model}")
+        cell = CellPlan("ncp", f"extraction|{model}", partition=model)
         k = len(n.spec_ids) if n.spec_ids else (n.n_extraction_specs or 100)
         for stage in ("ncp.extract_facts", "ncp.extract_trajectory", "ncp.extract_commitments"):
             cell.loads.append(_load(stage, model, k, spec, n.extraction_sampling.max_tokens, settings, observed))
@@ -309,7 +335,7 @@ def plan_endings(settings: Settings, observed: Observed, problems: list[str]) ->
     story = (max(1, round(words / 17)), int(words * 6))          # ~17 words per sentence
     for model in e.generators:
         for pipeline in e.pipelines:
-            cell = CellPlan("endings", f"{pipeline}|{model}")
+            cell = CellPlan("endings", f"{pipeline}|{model}", partition=f"gen:{model}:{pipeline}")
             steps = [s for s in ENDINGS_PIPELINE_STEPS[pipeline] if s not in e.ablate.get(pipeline, [])]
             for step in steps:
                 cell.loads.append(_load(ENDINGS_STEP_ROLE[step], model, ideas, 2000, e.story_sampling.max_tokens,
@@ -340,8 +366,9 @@ class Plan:
     problems: list[str] = field(default_factory=list)   # inputs the plan could not read
 
 
-def build(settings: Settings) -> Plan:
-    (observed, seed_rows), problems = warehouse_facts(settings.warehouse), []
+def build(settings: Settings, facts: tuple[Observed, list[tuple[str, str]]] | None = None) -> Plan:
+    """The plan; `facts` (observed means, WSE seed rows) instead of reading them from the warehouse."""
+    (observed, seed_rows), problems = facts if facts is not None else warehouse_facts(settings.warehouse), []
     cells = (plan_wse(settings, observed, seed_rows) + plan_ncp(settings, observed)
              + plan_endings(settings, observed, problems))
     return Plan(cells, observed, problems)
@@ -367,6 +394,8 @@ def prices(settings: Settings, model: str) -> tuple[float, float] | None:
 
 
 def cost(settings: Settings, load: Load) -> float | None:
+    if load.cached:
+        return 0.0
     price = prices(settings, load.model)
     if price is None:
         return None
@@ -381,7 +410,7 @@ def wall_seconds(settings: Settings, cells: list[CellPlan], observed: Observed,
     longest = 0.0
     for cell in cells:
         chain_lat = 0.0
-        for load in cell.loads:
+        for load in (x for x in cell.loads if not x.cached):
             lat = observed.latency(load.model) if latency is None else latency
             if lat is None:
                 return None, {}
@@ -412,8 +441,9 @@ def render(settings: Settings, the_plan: Plan, latency: float | None = None) -> 
         costs = [cost(settings, x) for x in cell.loads]
         c = None if any(v is None for v in costs) else sum(costs)      # type: ignore[arg-type]
         unpriced |= c is None
-        basis = "observed" if all(x.basis != "estimate" for x in cell.loads) else \
-            "estimate" if all(x.basis == "estimate" for x in cell.loads) else "mixed"
+        asked = [x for x in cell.loads if not x.cached]
+        basis = "observed" if all(x.basis != "estimate" for x in asked) else \
+            "estimate" if all(x.basis == "estimate" for x in asked) else "mixed"
         lines.append(f"{cell.benchmark:9s} {cell.cell[:34]:34s} {cell.requests:>9,d} {_n(tin):>10s} "
                      f"{_n(tout):>10s} {('-' if c is None else f'{c:,.2f}'):>8s}  {basis}")
         total_req += cell.requests
@@ -440,8 +470,19 @@ def _duration(s: float) -> str:
 
 
 def cell_requests(settings: Settings) -> dict[tuple[str, str], int]:
-    """(benchmark, cell) → planned requests (for progress lines against the plan)."""
+    """(benchmark, cell) → planned requests to the model servers."""
     return {(c.benchmark, c.cell): c.requests for c in build(settings).cells}
+
+
+def step_requests(the_plan: Plan) -> dict[tuple[str, str], int]:
+    """(asset, partition key) → requests its step makes, those expected from the cache included
+    (progress lines count every finished request against these)."""
+    out: dict[tuple[str, str], int] = {}
+    for cell in the_plan.cells:
+        for load in cell.loads:
+            key = (load.asset, cell.partition or cell.cell)
+            out[key] = out.get(key, 0) + load.requests
+    return out
 
 
 def main(settings: Settings, latency: float | None = None) -> int:

@@ -178,6 +178,7 @@ class RunPlanStep:
     """One in-process run: a set of assets sharing a partitions definition, for one partition (or none)."""
     keys: list[AssetKey]
     partition_key: str | None
+    tags: dict[str, str] = field(default_factory=dict)  # this run's own tags (progress.TAG: its planned requests)
 
     def label(self) -> str:
         names = ", ".join(k.to_user_string() for k in self.keys)
@@ -551,7 +552,7 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
 
     job = defs.resolve_implicit_global_asset_job_def()
     origin = _remote_origin(job.name)
-    tags = {**tags, **process_tags()}
+    tags = {**tags, **step.tags, **process_tags()}
     original = instance.create_run_for_job
     if origin is not None:
         instance.create_run_for_job = functools.partial(original, remote_job_origin=origin)  # type: ignore[method-assign]

@@ -38,6 +38,7 @@ from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
 from wse_platform.redact import redact_text, redact_url
 from wse_platform.llm.progress import BatchProgress, ProgressFn
+from wse_platform.progress import TALLY  # requests done, for `wse materialize`'s progress lines
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, SampleFailure, Sampling
 from wse_platform.llm.validation import Parsed, parse_sample, schema_of, split_reasoning
 
@@ -612,6 +613,7 @@ class LLMClient:
                             error_kind, message)
             if s.done:
                 progress.advance(failed=s.failure is not None or s.infra_error is not None)
+                TALLY.add(s.all_hits, s.failure is not None or s.infra_error is not None)
         self._flush_soon()
 
     def _flush_soon(self) -> None:
