@@ -49,10 +49,16 @@ def _run_workers(tmp_path: Path, url: str, specs: list[tuple[str, int, int, int,
                               stderr=subprocess.PIPE, text=True)
              for run, limit, start, n, model in specs]
     out = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=120)
-        assert p.returncode == 0, stderr[-2000:]
-        out.append(json.loads(stdout.strip().splitlines()[-1]))
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=120)
+            assert p.returncode == 0, stderr[-2000:]
+            out.append(json.loads(stdout.strip().splitlines()[-1]))
+    finally:  # a worker that hangs is not left running after the test
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     return out
 
 

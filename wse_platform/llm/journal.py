@@ -13,17 +13,26 @@ renewed when half is used). When the reservation cannot be renewed, answers stil
 in the space already reserved, and `low_space` tells the client to stop the run (infrastructure).
 `fsync` runs at least every SYNC_INTERVAL_S and whenever the client flushes: a killed process
 loses nothing it wrote (the kernel keeps it); a power cut loses at most that interval.
+
+Exit: the fsync thread is a daemon thread, and Python stops daemon threads where they stand once the
+interpreter finalizes: one stopped inside an fsync would hold the file's lock for ever, and a client
+dropped at exit (its `__del__` closes the journal) would wait for it for ever. So an `atexit` hook
+(it runs before that stop) ends every fsync thread, and `close` never waits for the lock once the
+interpreter is finalizing (no other thread can run by then).
 """
 from __future__ import annotations
 
+import atexit
 import errno
 import fcntl
 import json
 import logging
 import os
 import socket
+import sys
 import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -33,6 +42,7 @@ log = logging.getLogger("wse_platform.llm")
 
 RESERVE = 4 << 20
 SYNC_INTERVAL_S = 0.05
+_OPEN: "weakref.WeakSet[Journal]" = weakref.WeakSet()  # the journals of this process (see Exit above)
 
 
 class Journal:
@@ -50,6 +60,7 @@ class Journal:
         self._closed = threading.Event()
         self._syncer: threading.Thread | None = None
         self._reserve()
+        _OPEN.add(self)
 
     def _reserve(self) -> None:
         try:
@@ -86,6 +97,13 @@ class Journal:
             except OSError as err:
                 log.error("journal fsync failed: %s", err)
 
+    def stop_syncing(self) -> None:
+        """End the fsync thread (after its current fsync); `close` still syncs what it keeps."""
+        self._closed.set()
+        syncer = self._syncer
+        if syncer is not None and syncer is not threading.current_thread():
+            syncer.join()
+
     @property
     def size(self) -> int:
         return self._offset
@@ -108,7 +126,8 @@ class Journal:
         if self._fd < 0:
             return
         self._closed.set()
-        self._io.acquire()
+        # finalizing: a daemon thread stopped holding _io never releases it, and none can run any more
+        locked = self._io.acquire(blocking=not sys.is_finalizing())
         try:
             if remove:
                 self.path.unlink(missing_ok=True)
@@ -118,7 +137,14 @@ class Journal:
         finally:
             os.close(self._fd)  # releases the lock: the next client replays what is left
             self._fd = -1
-            self._io.release()
+            if locked:
+                self._io.release()
+
+
+@atexit.register
+def _stop_syncing_at_exit() -> None:
+    for journal in list(_OPEN):
+        journal.stop_syncing()
 
 
 def _default(value: Any) -> Any:

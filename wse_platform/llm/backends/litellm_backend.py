@@ -26,10 +26,9 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from wse_platform.llm.backends.aio import background_loop
+from wse_platform.llm.backends.aio import run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
 from wse_platform.redact import redact_text, redact_url
@@ -48,9 +47,6 @@ def _litellm() -> Any:
     litellm.suppress_debug_info = True
     litellm.telemetry = False
     return litellm
-
-
-_background_loop = background_loop
 
 
 def structured_mode(model: "ModelConfig", litellm: Any) -> str:
@@ -197,18 +193,11 @@ class LiteLLMBackend(Backend):
 
     # ---- batch ---------------------------------------------------------------------------
     def generate(self, calls: list[BackendCall], on_result: OnResult | None = None) -> list[BackendResponse]:
-        fut: Future = asyncio.run_coroutine_threadsafe(self._batch(calls, on_result), _background_loop())
-        return fut.result()
+        return run_batch(calls, on_result, self._limited_call)
 
-    async def _batch(self, calls: list[BackendCall], on_result: OnResult | None) -> list[BackendResponse]:
-        async def run(i: int, call: BackendCall) -> BackendResponse:
-            async with self.limiter.slot():
-                resp = await self._call(call)
-            if on_result is not None:
-                on_result(i, resp)
-            return resp
-
-        return list(await asyncio.gather(*(run(i, c) for i, c in enumerate(calls))))
+    async def _limited_call(self, call: BackendCall) -> BackendResponse:
+        async with self.limiter.slot():   # the request with litellm's own retries holds one endpoint slot
+            return await self._call(call)
 
     async def _call(self, call: BackendCall) -> BackendResponse:
         t0 = time.monotonic()

@@ -24,12 +24,11 @@ import logging
 import os
 import random
 import time
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from wse_platform.llm.backends import pricing
-from wse_platform.llm.backends.aio import background_loop
+from wse_platform.llm.backends.aio import run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.limiter import limiter_for
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
@@ -130,19 +129,7 @@ class OpenAIHTTPBackend(Backend):
 
     # ---- batch -----------------------------------------------------------------------------
     def generate(self, calls: list[BackendCall], on_result: OnResult | None = None) -> list[BackendResponse]:
-        fut: Future = asyncio.run_coroutine_threadsafe(self._batch(calls, on_result), background_loop())
-        return fut.result()
-
-    async def _batch(self, calls: list[BackendCall], on_result: OnResult | None) -> list[BackendResponse]:
-        async def run(i: int, call: BackendCall) -> BackendResponse:
-            resp = await self._call(call)
-            if on_result is not None:
-                on_result(i, resp)
-            return resp
-
-        if len(calls) == 1:
-            return [await run(0, calls[0])]
-        return list(await asyncio.gather(*(run(i, c) for i, c in enumerate(calls))))
+        return run_batch(calls, on_result, self._call)   # each attempt holds an endpoint slot (_request)
 
     def _body(self, call: BackendCall) -> dict[str, Any]:
         body = self._build_kwargs(call, self.mode, self.model.model_id)
