@@ -291,3 +291,32 @@ def code_version_of(*paths: str | Path) -> str:
     """Hash of source files (repo-relative or absolute) — an asset's code version."""
     return fingerprint([file_hash(str(Path(p).relative_to(REPO_ROOT)) if Path(p).is_absolute() else str(p))
                         for p in paths])
+
+
+def _cell(pk: str | None) -> tuple[str, str]:
+    """(model, arch) of a model × architecture partition key `arch|model` (Dagster orders the
+    dimensions alphabetically; a MultiPartitionKey is that string)."""
+    arch, model = str(pk).split("|", 1)
+    return model, arch
+
+
+# Config asset -> (partitions it has: a BenchmarkPartitions field or None, what it fingerprints,
+# fingerprint(settings, partition key)). Dagster-free, so `wse status` can tell what a config edit
+# changed without building the definitions (`status_replay`); `assets/versioning.py` builds the
+# config assets from it.
+CONFIG_FINGERPRINTS: dict[str, tuple[str | None, str, Callable[[Settings, str | None], str]]] = {
+    "wse_cell_config": ("wse", "each WSE-bench cell's generation setup (model, prompts, architecture code, scale)",
+                        lambda s, pk: wse_cell_version(s, *_cell(pk))),
+    "wse_judge_config": (None, "the WSE-bench judge configuration (consistency and richness judges)",
+                         lambda s, pk: wse_judge_version(s)),
+    "ncp_cell_config": ("ncp", "each NCP-Bench cell's episode setup (narrator, player, in-loop auditor, prompts, "
+                               "scale)", lambda s, pk: ncp_cell_version(s, *_cell(pk))),
+    "ncp_reaudit_config": (None, "the NCP-Bench re-audit auditor configurations",
+                           lambda s, pk: ncp_reaudit_version(s)),
+    "endings_set_config": ("endings", "each 100-Endings story set's generation and forecasting setup",
+                           lambda s, pk: endings_set_version(s, pk)),
+    "endings_judge_config": (None, "the 100-Endings Y/N judge configuration",
+                             lambda s, pk: endings_judge_version(s)),
+    "endings_rubric_config": (None, "the 100-Endings rubric judge configuration",
+                              lambda s, pk: endings_rubric_version(s)),
+}
