@@ -75,18 +75,35 @@ def edited_copy(config: str, edit: str) -> str:
     raw["warehouse_path"] = str(tmp / out.name / settings.warehouse.name)
     for key, path in (("cache_dir", settings.cache), ("artifacts_dir", settings.artifacts)):
         raw[key] = str(tmp / out.name / path.relative_to(out)) if path.is_relative_to(out) else str(path)
+    # relative input paths are left as written (they are part of some fingerprints): from the temp
+    # folder they fall back to the repository's shipped data, so only the edit changes a version
+    copy = tmp / "wse.yaml"
+    copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    # the state a user edits in: the last `wse status` before the edit ran in this folder (a copy
+    # has new file times, so the original's saved report and facts do not apply to it)
+    t0 = time.perf_counter()
+    before = _status(str(copy))
+    print(f"copied {out} to {tmp / out.name}; `wse status` before the edit: {time.perf_counter() - t0:.2f} s "
+          f"(exit {before.returncode}): {_summary(before)}")
     dotted, value = edit.split("=", 1)
     *parents, leaf = dotted.split(".")
     node = raw
     for part in parents:
         node = node.setdefault(part, {})
     node[leaf] = yaml.safe_load(value)
-    # relative input paths are left as written (they are part of some fingerprints): from the temp
-    # folder they fall back to the repository's shipped data, so only the edit changes a version
-    copy = tmp / "wse.yaml"
     copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    print(f"copied {out} to {tmp / out.name}; edited {dotted} = {value} in {copy}")
+    print(f"edited {dotted} = {value} in {copy}")
     return str(copy)
+
+
+def _status(config: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "wse_platform.cli", "--config", config, "status"]
+    env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+
+
+def _summary(out: subprocess.CompletedProcess) -> str:
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()[-300:]
 
 
 def main() -> None:
@@ -102,15 +119,13 @@ def main() -> None:
         build_with_stub(args.config)
     if args.edit:
         args.config = edited_copy(args.config, args.edit)
-    cmd = [sys.executable, "-m", "wse_platform.cli", "--config", args.config, "status"]
-    env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"}
     walls = []
     for i in range(args.runs):
         t0 = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        out = _status(args.config)
         wall = time.perf_counter() - t0
         walls.append(wall)
-        summary = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr.strip()[-300:]
+        summary = _summary(out)
         inner = re.search(r"\(([\d.]+)s\)", summary)
         print(f"run {i + 1}: {wall:.2f} s wall (exit {out.returncode}); status computation "
               f"{inner.group(1) + ' s' if inner else '?'}; {summary}")

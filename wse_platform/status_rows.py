@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 MISSING, STALE, INCOMPLETE, FRESH = "missing", "stale", "incomplete", "fresh"
 MAX_LISTED = 5  # upstream partitions named in one cause line
+MAX_EDITS = 5  # edits named in one cause line
 
 
 @dataclass
@@ -59,3 +60,35 @@ def combine(stale: bool, causes: list[str], parents: list[tuple[str, list[str | 
     if incomplete:
         return INCOMPLETE, incomplete
     return FRESH, []
+
+
+def merge_edits(records) -> list[str]:
+    """The edits of source records (each a list; sources in name order, each oldest first) as one
+    list: first occurrence kept, the "(first version)" of a new source left out."""
+    out: list[str] = []
+    for edits in records:
+        out += [c for c in edits if c not in out and c != "(first version)"]
+    return out
+
+
+def with_edits(causes: list[str], edits: list[str]) -> list[str]:
+    """Cause lines that do not say what changed get the edits, e.g. `wse_trajectories[B1|m]: has a
+    new data version (wse-gen › horizon: 1 → 2)`; lines about code stay as they are."""
+    if not edits:
+        return causes
+    shown = "; ".join(edits[:MAX_EDITS]) + (f"; and {len(edits) - MAX_EDITS} more" if len(edits) > MAX_EDITS else "")
+    return [c if c.endswith(")") or c.startswith("code:") else f"{c} ({shown})" for c in causes]
+
+
+def report_lines(rows: list[CellStatus], only_problems: bool = True) -> list[str]:
+    """The rows as `wse status` prints them (fresh ones only if not `only_problems`), then the counts."""
+    lines: list[str] = []
+    for r in rows:
+        if only_problems and r.status == FRESH:
+            continue
+        where = f"[{r.partition}]" if r.partition else ""
+        lines.append(f"{r.status:10s} {r.asset}{where}")
+        lines += [f"           - {c}" for c in r.causes]
+    counts = {s: sum(r.status == s for r in rows) for s in ("stale", "missing", "incomplete")}
+    lines.append(f"{counts['stale']} stale, {counts['missing']} missing, {counts['incomplete']} incomplete")
+    return lines
