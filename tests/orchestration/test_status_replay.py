@@ -35,8 +35,9 @@ def _replayed(capsys, monkeypatch, *extra) -> str:
     return out
 
 
-def _judge_count(n: int):
-    return lambda raw: raw["wse"]["consistency_judge"].update(count=n)
+def _judge_budget(n: int | None):
+    """The consistency judge's token budget (in both the cell and the judge fingerprints); None: the default."""
+    return lambda raw: raw["wse"].update(budgets={"consistency_judge": n}) if n else raw["wse"].pop("budgets", None)
 
 
 def test_a_config_edit_is_replayed_as_the_full_check_reports_it(tiny, capsys, monkeypatch):
@@ -56,22 +57,21 @@ def test_a_config_edit_is_replayed_as_the_full_check_reports_it(tiny, capsys, mo
     assert REPLAYED not in _status(capsys)
 
     # back to the built horizon: fresh again, with three recorded edits after the cells were built;
-    # then the judge configuration (unpartitioned: Dagster's resolver checks that edge)
+    # then a judge budget, which both the cells (partitioned config) and the judge configuration
+    # (unpartitioned: Dagster's resolver checks that edge) hash
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=1))
     assert "0 stale, 0 missing" in _status(capsys)
-    edit_config(tiny, _judge_count(2))
+    edit_config(tiny, _judge_budget(301))
     replayed = _replayed(capsys, monkeypatch)
-    assert "wse_judge_config: has a new dependency data version" in replayed
-    assert f"stale      wse_trajectories[{CELL}]" not in replayed.splitlines()  # generation is untouched
+    assert "wse_judge_config: has a new dependency data version" in replayed and "→ 301" in replayed
     assert _report(_status(capsys, "--full")) == _report(replayed)
 
-    # once more, listing every row: the causes name all edits recorded since the verdicts were built
-    edit_config(tiny, _judge_count(1))
+    # once more, listing every row: the causes name all edits recorded since the cells were built
+    edit_config(tiny, _judge_budget(None))
     assert "0 stale, 0 missing" in _status(capsys)
-    edit_config(tiny, _judge_count(2))
+    edit_config(tiny, _judge_budget(301))
     replayed = _replayed(capsys, monkeypatch, "--all")
-    assert f"fresh      wse_trajectories[{CELL}]" in replayed.splitlines()
-    assert "2 → 1" in replayed
+    assert "fresh      " in replayed and "horizon: 3 → 1" in replayed
     assert _report(_status(capsys, "--all", "--full")) == _report(replayed)
 
 
