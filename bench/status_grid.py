@@ -10,7 +10,9 @@ stand-in with the same key, partitions, parents (and partition mappings) and cod
 writes nothing to the warehouse: one Dagster run per asset over all its partitions. Dagster itself
 writes the materializations with their data versions and provenance, so the event log holds what
 `wse status` reads after a real run: the same records per partition, not the table contents.
-(`wse status` reads the warehouse only for its LLM-calls block; here the warehouse is empty.)
+The warehouse gets the platform's tables, empty (`Warehouse.ensure_schema`): `wse status` reads it
+only to check that it exists and for its LLM-calls block. `--schema-only FOLDER` adds them to a grid
+built before.
 
     python bench/status_grid.py /tmp/status-grid        # then:
     python bench/status_speed.py --config /tmp/status-grid/wse.yaml --edit wse.horizon=3 --runs 3
@@ -71,10 +73,12 @@ def build(folder: Path) -> Path:
     from wse_platform.config import load_settings
     from wse_platform.definitions import build_definitions
     from wse_platform.runner import QUIET_RUN_CONFIG, get_instance, observe_sources
+    from wse_platform.warehouse import Warehouse
 
     cfg = write_config(folder)
     settings = load_settings(str(cfg))
     instance = get_instance(settings)
+    Warehouse(settings.warehouse).ensure_schema()  # the tables, empty (the platform's DDL)
     defs = build_definitions(str(cfg))
     graph = defs.resolve_asset_graph()
     observe_sources(defs, instance)
@@ -98,7 +102,13 @@ def build(folder: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
+    ap.add_argument("--schema-only", action="store_true")
     args = ap.parse_args()
+    if args.schema_only:
+        from wse_platform.config import load_settings
+        from wse_platform.warehouse import Warehouse
+        Warehouse(load_settings(str(args.folder / "wse.yaml")).warehouse).ensure_schema()
+        return
     if os.environ.get("DAGSTER_HOME"):
         sys.exit("unset DAGSTER_HOME: the grid gets its own Dagster home inside the folder")
     os.environ["DAGSTER_DISABLE_TELEMETRY"] = "1"
