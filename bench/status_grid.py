@@ -30,6 +30,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from wse_platform.config import NCP_ARCHITECTURES, WSE_ARCHITECTURES  # noqa: E402
+
 WSE_MODELS = [f"m{i:02d}" for i in range(1, 13)]
 NARRATORS = [f"n{i:03d}" for i in range(1, 101)]
 
@@ -42,9 +44,8 @@ def write_config(folder: Path) -> Path:
     raw.update(warehouse_path=str(folder / "warehouse.duckdb"), cache_dir=str(folder / "cache"),
                artifacts_dir=str(folder / "artifacts"))
     raw["wse"].update(models=WSE_MODELS, model_groups={"grid": WSE_MODELS})
-    raw["wse"].pop("architectures", None)  # all 12
-    raw["ncp"].update(narrators=NARRATORS)
-    raw["ncp"].pop("architectures", None)  # all 3
+    raw["wse"].update(architectures=list(WSE_ARCHITECTURES))  # all 12 (the quick profile keeps B1 only)
+    raw["ncp"].update(narrators=NARRATORS, architectures=list(NCP_ARCHITECTURES))  # all 3
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "wse.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")

@@ -41,7 +41,7 @@ from wse_platform import status_report
 from wse_platform.config import Settings
 from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge_edits, report_lines,
                                       with_edits)
-from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, with_inputs
+from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
 _FORMAT = 1
@@ -178,13 +178,14 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
         return None
     changed: dict[tuple[str, str | None], list[str]] = {}  # config partition -> what changed
     order: dict[str, list[str | None]] = {}
-    for name, entries in facts["config"].items():
-        fp = CONFIG_FINGERPRINTS[name][2]
-        for pk, version, inputs in entries:
-            new_version, new_inputs = with_inputs(fp, settings, pk)
-            if new_version != version:
-                changed[(name, pk)] = describe_changes(inputs, new_inputs)
-                order.setdefault(name, []).append(pk)
+    with memoized():  # 444 cells read the same prompt and code files
+        for name, entries in facts["config"].items():
+            fp = CONFIG_FINGERPRINTS[name][2]
+            for pk, version, inputs in entries:
+                new_version, new_inputs = with_inputs(fp, settings, pk)
+                if new_version != version:
+                    changed[(name, pk)] = describe_changes(inputs, new_inputs)
+                    order.setdefault(name, []).append(pk)
     saved: dict[str, list[CellStatus]] = {}
     for asset, pk, status, causes in facts["rows"]:
         saved.setdefault(asset, []).append(CellStatus(asset, pk, status, list(causes)))

@@ -7,10 +7,13 @@ judge configuration's version changes when its model, prompt version/wording or 
 """
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -51,6 +54,33 @@ MAX_CHANGES = 12  # lines in a "what changed" summary
 CHANGES_META = "changed"  # config asset materialization metadata: what changed since its previous version
 INPUTS_META = "inputs"    # ... and everything its fingerprint hashed (compared with the next version)
 _FP = re.compile(r"[0-9a-f]{16}")
+
+
+_MEMO: ContextVar[dict | None] = ContextVar("wse_fingerprint_memo", default=None)
+
+
+@contextlib.contextmanager
+def memoized() -> Iterator[None]:
+    """Within this block, file and prompt hashes are computed once per argument list: for computing
+    many partitions' fingerprints at once (`status_replay`: 444 cells), while the files stay put."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _memo(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def inner(*args: Any) -> Any:
+        memo = _MEMO.get()
+        if memo is None:
+            return fn(*args)
+        key = json.dumps([fn.__name__, args], default=str)
+        if key not in memo:
+            memo[key] = fn(*args)
+        return copy.deepcopy(memo[key])
+    return inner
 
 
 def fingerprint(*parts: Any) -> str:
@@ -140,15 +170,18 @@ def hash_input(h: Any, path: Path) -> str | None:
     return None
 
 
+@_memo
 def file_hash(rel: str) -> str:
     path = REPO_ROOT / rel
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "absent"
 
 
+@_memo
 def _prompt_names(bench: str, version: str = "v1") -> list[str]:
     return sorted(p.name[: -len(f".{version}.md")] for p in (SHIPPED_DIR / bench).glob(f"*.{version}.md"))
 
 
+@_memo
 def prompt_shas(bench: str, names: list[str], version: str, prompts_dir: str | None) -> dict[str, str]:
     out = {}
     for name in names:
