@@ -14,8 +14,9 @@ The next `wse status` replays a config edit on them when all of this holds, and 
 computes in full:
 - the state key is the same (no run, observation, code or file change since);
 - the settings differ from the saved ones only in numbers, none of them to or from 0 (e.g.
-  `wse.horizon: 2 → 3`): such a number never adds or removes an asset or a partition (`test_status_replay` builds the definitions with
-  every number of the shipped configs changed and compares the graphs), so the saved graph holds;
+  `wse.horizon: 2 → 3`): such a number never adds or removes an asset or a partition
+  (`test_status_replay` builds the definitions of the shipped config with every number changed and
+  compares the graphs), so the saved graph holds;
 - no partition downstream of a changed config partition was already stale (what a stale one
   becomes depends on records this file does not keep).
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
