@@ -114,7 +114,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
         sources = [s.to_user_string() for s in edits.sources_of(key)]
         assets.append({"name": name, "pks": pks, "parents": parents, "sources": sources,
                        "partitioned": pdef is not None,
-                       "same": [s for s in sources if graph.get(AssetKeyOf(s)).partitions_def == pdef]})
+                       "same": [s for s in sources if graph.get(_asset_key(s)).partitions_def == pdef]})
         config_parents = [p for p in parents if p[1] == "config"]
         for row in by_asset.get(name, []):
             if row.status == MISSING or not sources:
@@ -124,13 +124,13 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                 rec = instance.get_latest_data_version_record(key, is_source=False, partition_key=row.partition)
                 prov = extract_data_provenance_from_entry(rec.event_log_entry) if rec is not None else None
                 fact["prov"] = sorted(p[0] for p in config_parents
-                                      if prov is not None and AssetKeyOf(p[0]) in prov.input_data_versions)
+                                      if prov is not None and _asset_key(p[0]) in prov.input_data_versions)
             built[f"{name}[{row.partition}]"] = fact
     return {"format": _FORMAT, "settings": _settings_blob(settings), "config": config, "assets": assets,
             "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows]}
 
 
-def AssetKeyOf(name: str):  # noqa: N802 - a Dagster AssetKey from a user string, imported late
+def _asset_key(name: str):  # a Dagster AssetKey from a user string (Dagster imported late)
     from dagster import AssetKey
     return AssetKey.from_user_string(name)
 
