@@ -13,7 +13,9 @@ The check is asset-level, not partitioned: Dagster (1.13) stores a runless evalu
 tests/platform/test_dagster_private.py), and the sensor below must report again and again.
 
 One function (`verdict`) decides, in two places:
-- in every run that materializes the asset (a check runs after its asset);
+- in every run that materializes the asset (a check runs after its asset); the same step then
+  reports the verdicts its rebuild changed on other assets (downstream of it), so a run leaves no
+  asset showing a verdict older than the run;
 - in the `sync_status` sensor (every 30 s), when the verdict differs from the latest evaluation
   (a config or prompt edit, an upstream rebuild, a code change, an edit undone, an asset built
   before this check existed): a runless evaluation of the asset's newest materialization. Dagster
@@ -96,7 +98,20 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
             passed, description, meta = verdict(rows.get(key.asset_key.to_user_string(), []))
             yield AssetCheckResult(asset_key=key.asset_key, check_name=IN_SYNC, passed=passed,
                                    severity=AssetCheckSeverity.WARN, description=description, metadata=meta)
+        # what this run's rebuild changed elsewhere (downstream assets, ...): said now, not at the
+        # sensor's next tick (up to 30 s later)
+        report_changed_verdicts(graph.resolved(), context.instance,
+                                skip={k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
     return [sync_checks]
+
+
+def report_changed_verdicts(graph: AssetGraph, instance, skip: set[str]) -> int:
+    """Report the `in_sync` verdicts that differ from the latest evaluation (as the sensor does),
+    except for the assets in `skip` (those the calling run evaluates itself); returns how many."""
+    events, _ = sync_events(graph, instance, {}, skip=skip)
+    for ev in events:
+        instance.report_runless_asset_event(ev)
+    return len(events)
 
 
 def _digest(newest: int, passed: bool, description: str) -> str:
@@ -116,7 +131,8 @@ def _already_said(record, newest: int, passed: bool, description: str) -> bool:
     return target is not None and target.storage_id == newest and ev.passed == passed and ev.description == description
 
 
-def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str]) -> tuple[list, dict[str, str]]:
+def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],
+                skip: set[str] = frozenset()) -> tuple[list, dict[str, str]]:
     """The `in_sync` evaluations to report now, and the new sensor state.
 
     For each materialized asset, the verdict on its newest materialization is compared with the
@@ -132,7 +148,7 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str]) -> tuple[l
             continue
         passed, description, meta = verdict(rows)
         state[asset] = _digest(newest, passed, description)
-        if seen.get(asset) == state[asset]:
+        if seen.get(asset) == state[asset] or asset in skip:
             continue
         key = AssetKey.from_user_string(asset)
         if _already_said(instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, IN_SYNC)),

@@ -25,7 +25,7 @@ from typing import Any
 
 from dagster import AssetKey, AssetMaterialization, AssetSpec, MetadataValue
 
-from assets.partitions import BenchmarkPartitions, build_partitions, cell_of
+from assets.partitions import BenchmarkPartitions, build_partitions
 from resources.settings import settings_for
 from wse_platform import versions
 from wse_platform.config import Settings
@@ -49,21 +49,7 @@ def code_version(*files: str | Path) -> str:
 
 # key -> (BenchmarkPartitions field or None, what it fingerprints, fingerprint(settings, partition key))
 _Fingerprint = Callable[[Settings, str | None], str]
-CONFIG_SOURCES: dict[str, tuple[str | None, str, _Fingerprint]] = {
-    "wse_cell_config": ("wse", "each WSE-bench cell's generation setup (model, prompts, architecture code, scale)",
-                        lambda s, pk: versions.wse_cell_version(s, *cell_of(pk))),
-    "wse_judge_config": (None, "the WSE-bench judge configuration (consistency and richness judges)",
-                         lambda s, pk: versions.wse_judge_version(s)),
-    "ncp_cell_config": ("ncp", "each NCP-Bench cell's episode setup (narrator, player, in-loop auditor, prompts, "
-                               "scale)", lambda s, pk: versions.ncp_cell_version(s, *cell_of(pk))),
-    "ncp_reaudit_config": (None, "the NCP-Bench re-audit auditor configurations",
-                           lambda s, pk: versions.ncp_reaudit_version(s)),
-    "endings_set_config": ("endings", "each 100-Endings story set's generation and forecasting setup",
-                           lambda s, pk: versions.endings_set_version(s, pk)),
-    "endings_judge_config": (None, "the 100-Endings Y/N judge configuration",
-                             lambda s, pk: versions.endings_judge_version(s)),
-    "endings_rubric_config": (None, "the 100-Endings rubric judge configuration", lambda s, pk: versions.endings_rubric_version(s)),  # noqa: E501
-}
+CONFIG_SOURCES: dict[str, tuple[str | None, str, _Fingerprint]] = versions.CONFIG_FINGERPRINTS
 GROUPS = {"wse": "wse_bench", "ncp": "ncp_bench", "endings": "endings"}
 
 

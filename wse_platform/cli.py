@@ -164,6 +164,10 @@ def cmd_status(args) -> int:
         print(text, end="")
         print(f"(nothing changed since the full check of {at}; `wse status --full` checks again)")
         return 0
+    if not args.full:  # a config edit since the last full check: replayed on its facts, without Dagster
+        from wse_platform.status_replay import replay_report
+        if replay_report(settings, key, flags={"all": args.all}):
+            return 0
     return _full_status(args, settings)
 
 
@@ -182,14 +186,14 @@ def _full_status(args, settings) -> int:
     observe_sources(defs, instance)
     flags = {"all": args.all}
     key = status_report.quick_key(settings, flags)  # after observing: the state this report describes
-    rows = compute_status(defs, instance, only_problems=not args.all, refresh=getattr(args, "full", False))
-    lines: list[str] = []
-    for r in rows:
-        where = f"[{r.partition}]" if r.partition else ""
-        lines.append(f"{r.status:10s} {r.asset}{where}")
-        lines += [f"           - {c}" for c in r.causes]
-    counts = {s: sum(r.status == s for r in rows) for s in ("stale", "missing", "incomplete")}
-    lines.append(f"{counts['stale']} stale, {counts['missing']} missing, {counts['incomplete']} incomplete")
+    state = status_report.quick_key(settings, with_settings=False)
+    rows = compute_status(defs, instance, only_problems=False, refresh=getattr(args, "full", False))
+    from wse_platform import status_replay  # what the next call needs to replay a config edit
+    facts = status_replay.gather(defs.resolve_asset_graph(), instance, settings, rows)
+    status_replay.save(settings, state if state == status_report.quick_key(settings, with_settings=False) else None,
+                       facts)
+    from wse_platform.status_rows import report_lines
+    lines = report_lines(rows, only_problems=not args.all)
     from wse_platform.llm.truncation_report import NOT_READ, truncation_lines  # one query on llm_calls
     truncation = truncation_lines(settings.warehouse)
     text = "".join(f"{line}\n" for line in lines + truncation)

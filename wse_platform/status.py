@@ -24,25 +24,16 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 
 from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, AssetGraph,
                                           CachingStaleStatusResolver, StaleStatus)
+from wse_platform.status_rows import (FRESH, INCOMPLETE, MAX_LISTED, MISSING, STALE,  # noqa: F401 - re-exported
+                                      CellStatus, combine, listed)
 from wse_platform.versions import CHANGES_META
-
-MISSING, STALE, INCOMPLETE, FRESH = "missing", "stale", "incomplete", "fresh"
-MAX_LISTED = 5  # upstream partitions named in one cause line
-
-
-@dataclass
-class CellStatus:
-    asset: str
-    partition: str | None
-    status: str                 # "missing" | "stale" | "incomplete" | "fresh"
-    causes: list[str] = field(default_factory=list)
 
 
 def _resolver(graph, instance: DagsterInstance) -> CachingStaleStatusResolver:
@@ -57,11 +48,7 @@ def _label(key: AssetKey, pk: str | None) -> str:
     return key.to_user_string() + (f"[{pk}]" if pk else "")
 
 
-def _listed(pks: list[str | None]) -> str:
-    if pks == [None]:
-        return "(unpartitioned)"
-    shown = ", ".join(str(p) for p in pks[:MAX_LISTED])
-    return shown + (f" and {len(pks) - MAX_LISTED} more" if len(pks) > MAX_LISTED else "")
+_listed = listed
 
 
 def parent_partitions(graph, child: AssetKey, pk: str | None, parent: AssetKey) -> list[str | None]:
@@ -331,32 +318,20 @@ def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
         changed = _external_dep_changes(instance, graph, key, pk, parent)
         stale = stale or bool(changed)
         causes += changed
-    incomplete: list[str] = []
-    sid: int | None = None
-    for parent in parents:
-        ppks = parent_partitions(graph, key, pk, parent)
-        up = [p for p in ppks if seen.get((parent, p)) == STALE]
-        if up:
-            stale = True
-            causes.append(f"{parent.to_user_string()}: upstream {_listed(up)} stale")
-        gone = [p for p in ppks if seen.get((parent, p)) == MISSING]
-        if gone:
-            incomplete.append(f"{parent.to_user_string()}: upstream {_listed(gone)} missing")
-        partial = [p for p in ppks if seen.get((parent, p)) == INCOMPLETE]
-        if partial:
-            incomplete.append(f"{parent.to_user_string()}: upstream {_listed(partial)} incomplete")
-        if len(ppks) >= PARTITION_THRESHOLD:  # Dagster does not check this edge: compare storage ids
-            sid = sid if sid is not None else _latest_storage_id(instance, key, pk)
-            updated = _updated_after(instance, parent, sid, ppks) if sid is not None else []
-            if updated:
-                stale = True
-                causes.append(f"{parent.to_user_string()}: upstream partition(s) {_listed(updated)} updated "
-                              f"(checked explicitly: {len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)")
-    if stale:
-        return STALE, causes
-    if incomplete:
-        return INCOMPLETE, incomplete
-    return FRESH, []
+    sid: list[int | None] = []
+    by_name = {p.to_user_string(): p for p in parents}
+
+    def wide_edge(name: str, ppks: list[str | None]) -> list[str]:
+        if len(ppks) < PARTITION_THRESHOLD:
+            return []
+        if not sid:  # Dagster does not check this edge: compare storage ids
+            sid.append(_latest_storage_id(instance, key, pk))
+        updated = _updated_after(instance, by_name[name], sid[0], ppks) if sid[0] is not None else []
+        return [f"{name}: upstream partition(s) {_listed(updated)} updated (checked explicitly: "
+                f"{len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)"] if updated else []
+
+    return combine(stale, causes, [(p.to_user_string(), parent_partitions(graph, key, pk, p)) for p in parents],
+                   lambda name, ppk: seen.get((by_name[name], ppk)), wide_edge)
 
 
 def _external_dep_changes(instance: DagsterInstance, graph, key: AssetKey, pk: str | None,

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
+from wse_platform.status_rows import MAX_EDITS, merge_edits, with_edits  # noqa: F401 - re-exported
 from wse_platform.versions import CHANGES_META
-
-MAX_EDITS = 5  # edits named in one cause line
 
 
 def _changes(record) -> list[str]:
@@ -76,24 +75,20 @@ class EditLog:
     def since_built(self, key: AssetKey, pk: str | None) -> list[str]:
         """The edits recorded on `key`'s sources after `key[pk]` was last built (for a partitioned
         source of the same partitions, on that partition only), oldest first."""
+        return merge_edits(rec for records in self.since_built_by_source(key, pk).values() for rec in records)
+
+    def since_built_by_source(self, key: AssetKey, pk: str | None) -> dict[str, list[list[str]]]:
+        """`since_built` before merging: per source (by name, in that order), the edits of each of its
+        records, oldest first; sources with no record are left out."""
         built = self.built_at(key, pk)
         if built is None:
-            return []
+            return {}
         pdef = self.graph.get(key).partitions_def
-        out: list[str] = []
+        out: dict[str, list[list[str]]] = {}
         for source in self.sources_of(key):
             same = pk is not None and self.graph.get(source).partitions_def == pdef
-            for record in self._after(source, built):
-                if same and record.partition_key != pk:
-                    continue
-                out += [c for c in _changes(record) if c not in out and c != "(first version)"]
+            found = [_changes(record) for record in self._after(source, built)
+                     if not (same and record.partition_key != pk)]
+            if found:
+                out[source.to_user_string()] = found
         return out
-
-
-def with_edits(causes: list[str], edits: list[str]) -> list[str]:
-    """Cause lines that do not say what changed get the edits, e.g. `wse_trajectories[B1|m]: has a
-    new data version (wse-gen › horizon: 1 → 2)`; lines about code stay as they are."""
-    if not edits:
-        return causes
-    shown = "; ".join(edits[:MAX_EDITS]) + (f"; and {len(edits) - MAX_EDITS} more" if len(edits) > MAX_EDITS else "")
-    return [c if c.endswith(")") or c.startswith("code:") else f"{c} ({shown})" for c in causes]

@@ -77,8 +77,10 @@ def _setting_paths(settings: Settings) -> list[Path]:
     return found
 
 
-def quick_key(settings: Settings, flags: Any = None) -> str | None:
-    """The hash described above; None when the instance has no event index shard to watch."""
+def quick_key(settings: Settings, flags: Any = None, with_settings: bool = True) -> str | None:
+    """The hash described above; None when the instance has no event index shard to watch.
+    `with_settings=False`: without the settings and the config file (what `status_replay` keeps:
+    the state of everything else)."""
     home = settings.dagster_home
     index = home / EVENT_INDEX
     if not index.is_file():
@@ -89,7 +91,7 @@ def quick_key(settings: Settings, flags: Any = None) -> str | None:
             files.append(p)
             if len(files) > MAX_FILES:  # e.g. a setting naming a huge folder: not worth it
                 return None
-    if settings.source_file:
+    if settings.source_file and with_settings:
         files.append(Path(settings.source_file))
     wh = settings.warehouse
     files += [index, Path(f"{index}-wal"), Path(f"{index}-journal"), home / "dagster.yaml", wh, Path(f"{wh}.wal")]
@@ -97,7 +99,7 @@ def quick_key(settings: Settings, flags: Any = None) -> str | None:
         dagster_version = metadata.version("dagster")
     except metadata.PackageNotFoundError:
         dagster_version = None
-    blob = json.dumps([_FORMAT, flags, dagster_version, settings.model_dump_json(),
+    blob = json.dumps([_FORMAT, flags, dagster_version, settings.model_dump_json() if with_settings else None,
                        sorted((k, v) for k, v in os.environ.items() if k.startswith("WSE_")),
                        _stamp(files)], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()

@@ -7,10 +7,13 @@ judge configuration's version changes when its model, prompt version/wording or 
 """
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,33 @@ MAX_CHANGES = 12  # lines in a "what changed" summary
 CHANGES_META = "changed"  # config asset materialization metadata: what changed since its previous version
 INPUTS_META = "inputs"    # ... and everything its fingerprint hashed (compared with the next version)
 _FP = re.compile(r"[0-9a-f]{16}")
+
+
+_MEMO: ContextVar[dict | None] = ContextVar("wse_fingerprint_memo", default=None)
+
+
+@contextlib.contextmanager
+def memoized() -> Iterator[None]:
+    """Within this block, file and prompt hashes are computed once per argument list: for computing
+    many partitions' fingerprints at once (`status_replay`: 444 cells), while the files stay put."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def _memo(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def inner(*args: Any) -> Any:
+        memo = _MEMO.get()
+        if memo is None:
+            return fn(*args)
+        key = json.dumps([fn.__name__, args], default=str)
+        if key not in memo:
+            memo[key] = fn(*args)
+        return copy.deepcopy(memo[key])
+    return inner
 
 
 def fingerprint(*parts: Any) -> str:
@@ -141,15 +171,18 @@ def hash_input(h: Any, path: Path) -> str | None:
     return None
 
 
+@_memo
 def file_hash(rel: str) -> str:
     path = REPO_ROOT / rel
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else "absent"
 
 
+@_memo
 def _prompt_names(bench: str, version: str = "v1") -> list[str]:
     return sorted(p.name[: -len(f".{version}.md")] for p in (SHIPPED_DIR / bench).glob(f"*.{version}.md"))
 
 
+@_memo
 def prompt_shas(bench: str, names: list[str], version: str, prompts_dir: str | None) -> dict[str, str]:
     out = {}
     for name in names:
@@ -292,3 +325,32 @@ def code_version_of(*paths: str | Path) -> str:
     """Hash of source files (repo-relative or absolute) — an asset's code version."""
     return fingerprint([file_hash(str(Path(p).relative_to(REPO_ROOT)) if Path(p).is_absolute() else str(p))
                         for p in paths])
+
+
+def _cell(pk: str | None) -> tuple[str, str]:
+    """(model, arch) of a model × architecture partition key `arch|model` (Dagster orders the
+    dimensions alphabetically; a MultiPartitionKey is that string)."""
+    arch, model = str(pk).split("|", 1)
+    return model, arch
+
+
+# Config asset -> (partitions it has: a BenchmarkPartitions field or None, what it fingerprints,
+# fingerprint(settings, partition key)). Dagster-free, so `wse status` can tell what a config edit
+# changed without building the definitions (`status_replay`); `assets/versioning.py` builds the
+# config assets from it.
+CONFIG_FINGERPRINTS: dict[str, tuple[str | None, str, Callable[[Settings, str | None], str]]] = {
+    "wse_cell_config": ("wse", "each WSE-bench cell's generation setup (model, prompts, architecture code, scale)",
+                        lambda s, pk: wse_cell_version(s, *_cell(pk))),
+    "wse_judge_config": (None, "the WSE-bench judge configuration (consistency and richness judges)",
+                         lambda s, pk: wse_judge_version(s)),
+    "ncp_cell_config": ("ncp", "each NCP-Bench cell's episode setup (narrator, player, in-loop auditor, prompts, "
+                               "scale)", lambda s, pk: ncp_cell_version(s, *_cell(pk))),
+    "ncp_reaudit_config": (None, "the NCP-Bench re-audit auditor configurations",
+                           lambda s, pk: ncp_reaudit_version(s)),
+    "endings_set_config": ("endings", "each 100-Endings story set's generation and forecasting setup",
+                           lambda s, pk: endings_set_version(s, pk)),
+    "endings_judge_config": (None, "the 100-Endings Y/N judge configuration",
+                             lambda s, pk: endings_judge_version(s)),
+    "endings_rubric_config": (None, "the 100-Endings rubric judge configuration",
+                              lambda s, pk: endings_rubric_version(s)),
+}

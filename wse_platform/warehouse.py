@@ -26,16 +26,18 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 from filelock import FileLock, Timeout
 
 from wse_platform import readlock
 from wse_platform.config import REPO_ROOT
 from wse_platform.diskcheck import diagnose
 from wse_platform.errors import InfrastructureError
+
+if TYPE_CHECKING:  # polars is imported where a frame is made: `wse status` opens the warehouse without it
+    import polars as pl
 
 SQL_DIR = REPO_ROOT / "sql"
 _LOCK_ERRORS = ("Could not set lock", "lock on file", "Conflicting lock", "database is locked")
@@ -78,6 +80,8 @@ def sql_to_polars(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | 
 
     Goes through a relation's Arrow table: works on duckdb 1.x and 2.x (which renamed
     fetch_arrow_table → to_arrow_table and dropped polars output on connections)."""
+    import polars as pl
+
     rel = con.sql(sql, params=params or None)
     if rel is None:
         return pl.DataFrame()

@@ -1,0 +1,169 @@
+"""`wse status` right after a config edit replays it on the last full check's facts, without
+Dagster (issue 21: ≤ 2 s), and prints what the full check prints (`status_replay`)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from dagster import AssetMaterialization, DagsterInstance
+
+from tests.orchestration._tiny import CELL, edit_config
+from wse_platform import cli, status_replay
+from wse_platform.config import load_settings
+
+REPLAYED = status_replay.REPLAYED
+
+
+def _status(capsys, *extra) -> str:
+    assert cli.main(["status", *extra]) == 0
+    return capsys.readouterr().out
+
+
+def _report(out: str) -> list[str]:
+    """The report without its closing timing line."""
+    lines = out.splitlines()
+    assert lines[-1].startswith("("), out
+    return lines[:-1]
+
+
+def _replayed(capsys, monkeypatch, *extra) -> str:
+    with monkeypatch.context() as m:
+        m.setattr(cli, "_full_status", lambda *a, **k: (_ for _ in ()).throw(AssertionError("full check")))
+        out = _status(capsys, *extra)
+    assert REPLAYED in out.splitlines()[-1], out
+    return out
+
+
+def _judge_budget(n: int | None):
+    """The consistency judge's token budget (in both the cell and the judge fingerprints); None: the default."""
+    return lambda raw: raw["wse"].update(budgets={"consistency_judge": n}) if n else raw["wse"].pop("budgets", None)
+
+
+def test_a_config_edit_is_replayed_as_the_full_check_reports_it(tiny, capsys, monkeypatch):
+    assert "0 stale, 0 missing" in _status(capsys)  # the full check saves its facts
+
+    # a cell config (partitioned config asset): the cell, its verdicts and every table go stale
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    replayed = _replayed(capsys, monkeypatch)
+    assert f"stale      wse_trajectories[{CELL}]" in replayed.splitlines()
+    assert "(wse-gen › horizon: 1 → 2)" in replayed
+    assert "nothing changed since" in _status(capsys)  # the replayed report is kept like a full one
+    full = _status(capsys, "--full")
+    assert REPLAYED not in full and _report(full) == _report(replayed)
+
+    # already stale: what the next edit does needs records the facts do not keep -> full check
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=3))
+    assert REPLAYED not in _status(capsys)
+
+    # back to the built horizon: fresh again, with three recorded edits after the cells were built;
+    # then a judge budget, which both the cells (partitioned config) and the judge configuration
+    # (unpartitioned: Dagster's resolver checks that edge) hash
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=1))
+    assert "0 stale, 0 missing" in _status(capsys)
+    edit_config(tiny, _judge_budget(301))
+    replayed = _replayed(capsys, monkeypatch)
+    assert "wse_judge_config: has a new dependency data version" in replayed and "→ 301" in replayed
+    assert _report(_status(capsys, "--full")) == _report(replayed)
+
+    # once more, listing every row: the causes name all edits recorded since the cells were built
+    edit_config(tiny, _judge_budget(None))
+    assert "0 stale, 0 missing" in _status(capsys)
+    edit_config(tiny, _judge_budget(301))
+    replayed = _replayed(capsys, monkeypatch, "--all")
+    assert "fresh      " in replayed and "horizon: 3 → 1" in replayed
+    assert _report(_status(capsys, "--all", "--full")) == _report(replayed)
+
+
+def test_anything_but_numbers_or_a_recorded_event_means_a_full_check(tiny, capsys, monkeypatch):
+    _status(capsys)
+    edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v2"))
+    out = _status(capsys)  # not a number: the definitions may differ (here: an unknown prompt version)
+    assert REPLAYED not in out
+    edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v1"))
+    _status(capsys)
+    with DagsterInstance.get() as instance:  # a run, the UI or a sensor recorded something
+        instance.report_runless_asset_event(AssetMaterialization("wse_trajectories", partition=CELL))
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    assert REPLAYED not in _status(capsys)
+    settings = load_settings(str(tiny))
+    (settings.dagster_home / status_replay.FACTS_FILE).write_text('{"format": 1, "state": "x"}')
+    assert status_replay.replay(settings) is None
+    (settings.dagster_home / status_replay.FACTS_FILE).write_text("{")
+    assert status_replay.replay(settings) is None
+
+
+def test_numbers_only():
+    assert status_replay.numbers_only({"a": {"b": 1, "c": [1, "x"]}}, {"a": {"b": 2.5, "c": [3, "x"]}})
+    assert not status_replay.numbers_only({"a": 1}, {"a": True})
+    assert not status_replay.numbers_only({"a": None}, {"a": 1})
+    assert not status_replay.numbers_only({"a": [1]}, {"a": [1, 2]})
+    assert not status_replay.numbers_only({"a": "m1"}, {"a": "m2"})
+    assert not status_replay.numbers_only({"a": 1}, {"a": 1, "b": 1})
+
+
+def test_the_replay_does_not_import_dagster(tiny):
+    code = ("import sys; from wse_platform.cli import main; rc = main(['status']); "
+            "print('dagster imported' if 'dagster' in sys.modules else 'no dagster', rc)")
+    env = {**os.environ, "WSE_CONFIG": str(tiny)}
+
+    def run():
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+    first = run()
+    assert first.stdout.strip().endswith("dagster imported 0"), first.stderr[-2000:]
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))
+    second = run()
+    assert REPLAYED in second.stdout and second.stdout.strip().endswith("no dagster 0"), second.stderr[-2000:]
+
+
+def _numbers(value, path=()):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _numbers(v, (*path, i))
+    elif status_replay._is_number(value) and value:
+        yield path, value
+
+
+def _set(raw, path, value):
+    for part in path[:-1]:
+        raw = raw[part]
+    raw[path[-1]] = value
+
+
+def test_numbers_do_not_change_the_graph(tmp_path):
+    """What lets a replay reuse the saved graph: the definitions of the shipped config, with every
+    number a setting holds changed at once (each to a valid value), have the same assets,
+    partitions, parents and code versions."""
+    import copy
+    import json
+
+    import yaml
+
+    from wse_platform.config import ConfigError, settings_from_dict
+    from wse_platform.definitions import build_definitions
+    from wse_platform.status import _signatures
+
+    shipped = load_settings(str(cli.Path(__file__).resolve().parents[2] / "wse.yaml"))
+    raw = json.loads(shipped.model_dump_json())
+    changed = copy.deepcopy(raw)
+    n = 0
+    for path, value in _numbers(raw):
+        new = value + 1 if isinstance(value, int) else value / 2
+        trial = copy.deepcopy(changed)
+        _set(trial, path, new)
+        try:
+            settings_from_dict(trial, shipped.source_file)
+        except (ConfigError, ValueError):
+            continue
+        changed, n = trial, n + 1
+    assert n >= 40 and status_replay.numbers_only(raw, changed)
+    graphs = []
+    for name, data in (("a.yaml", raw), ("b.yaml", changed)):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({k: v for k, v in data.items() if k != "source_file"}))
+        graphs.append(_signatures(build_definitions(str(path)).resolve_asset_graph()))
+    assert graphs[0] == graphs[1]
