@@ -61,18 +61,21 @@ class Ask:
         self._lock = threading.Lock()
         self._errors = 0
 
+    def call(self, fn: Callable[[], Any]) -> None:
+        """`fn()` here and now, its error logged (the first one) instead of raised."""
+        try:
+            fn()
+        except Exception as err:  # noqa: BLE001 - the judging asset asks again
+            with self._lock:
+                self._errors += 1
+                first = self._errors == 1
+            if first:
+                log.warning("early %s requests failed (the judging step will ask again): %s: %s",
+                            self.what, type(err).__name__, err)
+
     def submit(self, fn: Callable[[], Any]) -> None:
-        def run() -> None:
-            try:
-                fn()
-            except Exception as err:  # noqa: BLE001 - the judging asset asks again
-                with self._lock:
-                    self._errors += 1
-                    first = self._errors == 1
-                if first:
-                    log.warning("early %s requests stopped (the judging step will ask again): %s: %s",
-                                self.what, type(err).__name__, err)
-        t = threading.Thread(target=run, name=f"wse-early-{self.what}", daemon=False)
+        """`fn()` in a thread of its own (`close` waits for it)."""
+        t = threading.Thread(target=self.call, args=(fn,), name="wse-early-judge", daemon=False)
         with self._lock:
             self._threads.append(t)
         t.start()
