@@ -124,15 +124,19 @@ def run_one(bench: str, args, root: Path) -> dict:
                 time.sleep(0.2)
         cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
                      (args.seeds, args.specs, args.stories))
-        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
         cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
                "--select", *(f"group:{bench}_{stage}" for stage in STAGES), "--parallel", str(args.parallel)]
         t0 = time.time()
-        with open(folder / "cli.log", "w") as out:
-            rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        with open(folder / "cli.log", "w") as out:   # each line with its time since the command started
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, bufsize=1)
+            for line in proc.stdout:
+                out.write(f"{time.time() - t0:8.2f} {line}")
+            rc = proc.wait()
         t1 = time.time()
     finally:
         server.terminate()
