@@ -97,10 +97,24 @@ def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
         last = t
     idle += max(0.0, t1 - last)
     first, end = min(s["a"] for s in seqs), max(s["e"] for s in seqs)
+    # slots busy over time (server side: start..end of each sequence): where the span loses its share
+    busy = sorted([(s["s"], 1) for s in seqs] + [(s["e"], -1) for s in seqs])
+    under, depth, last, gaps, gap_from = 0.0, 0, first, [], None
+    for t, d in busy:
+        if depth < slots:
+            under += (t - last) * (slots - depth) / slots   # slot-seconds left unused, in slot units
+        if depth == 0 and gap_from is not None and t - gap_from > 0.5:
+            gaps.append((round(gap_from - t0, 1), round(t - t0, 1)))
+        depth += d
+        last = t
+        gap_from = t if depth == 0 else None
     return {"sequences": len(seqs), "sum_service_s": round(service, 1), "makespan_s": round(t1 - t0, 1),
             "efficiency": round(service / slots / (t1 - t0), 3),
             "request_span_s": round(end - first, 1), "efficiency_in_span": round(service / slots / (end - first), 3),
-            "idle_share": round(idle / (t1 - t0), 3)}
+            "idle_share": round(idle / (t1 - t0), 3),
+            "first_request_at_s": round(first - t0, 1), "after_last_answer_s": round(t1 - end, 1),
+            "unused_slot_s_in_span": round(under, 1),
+            "idle_gaps_in_span": sorted(gaps, key=lambda g: g[0] - g[1])[:8]}
 
 
 def run_one(bench: str, args, root: Path) -> dict:
@@ -124,7 +138,8 @@ def run_one(bench: str, args, root: Path) -> dict:
                 time.sleep(0.2)
         cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
                      (args.seeds, args.specs, args.stories))
-        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO),
+               "PYTHONUNBUFFERED": "1"}
         for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
