@@ -60,9 +60,13 @@ class Ask:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._errors = 0
+        self.stopped = False   # set when the generation fails or is interrupted: no new judge request
+
 
     def call(self, fn: Callable[[], Any]) -> None:
         """`fn()` here and now, its error logged (the first one) instead of raised."""
+        if self.stopped:
+            return
         try:
             fn()
         except Exception as err:  # noqa: BLE001 - the judging asset asks again

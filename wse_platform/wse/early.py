@@ -71,6 +71,8 @@ class CellJudges:
         """Step k's panel once step k exists; stops where `judge_consistency` stops."""
         judge = self.consistency
         while (steps := chain.get()) is not None:
+            if self._ask.stopped:
+                return
             k = len(steps)
             traj = self._trajectory(seed, steps)
             results = self.client.complete_many([consistency_request(self.settings, judge, traj, k, j)
@@ -95,5 +97,8 @@ def early_judging(client: Any, settings: Settings, model: str, arch: str,
     judges = CellJudges(client, settings, model, arch)
     try:
         yield judges
+    except BaseException:
+        judges._ask.stopped = True   # the cell failed or was interrupted: answers in flight are kept, no new asks
+        raise
     finally:
         judges.close()
