@@ -128,7 +128,8 @@ class OpenAIHTTPBackend(Backend):
             import httpx
             n = max(1, -(-(self.max_concurrency + 4) // POOL_CONNECTIONS))
             size = -(-(self.max_concurrency + 4) // n)
-            self._http = [httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s),
+            tls = httpx.create_ssl_context()   # one TLS context for all pools (building one loads the CA bundle)
+            self._http = [httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), verify=tls,
                                             limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
                           for _ in range(n)]
             self._busy = [0] * n
