@@ -110,8 +110,6 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
     with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, parallel), mp_context=ctx,
                                                      initializer=_init_worker, initargs=(loader,)) as pool:
-        for _ in range(max(1, parallel)):  # every worker loads the definitions now, not when its first run is due
-            pool.submit(_ready)
         while pending or running:
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
@@ -179,10 +177,6 @@ def _init_worker(loader: tuple) -> None:
     module, func = target.split(":")
     _WORKER["defs"] = getattr(importlib.import_module(module), func)(*args)
     _WORKER["instance"] = DagsterInstance.get()
-
-
-def _ready() -> None:
-    """A no-op task: submitting one per worker spawns them all at once (the pool spawns lazily)."""
 
 
 def _run_step(keys: list[str], partition_key: str | None,
