@@ -15,7 +15,13 @@ the makespan is the CLI command's wall time (start-up, planning and platform tim
 the same over the span from the first request to the last answer, and the share of the
 command's time with nothing in flight. Run from the repository root:
 
-    python bench/fleet.py --slots 64 --median 0.4 [--benchmarks wse,ncp,endings] [--parallel 4]
+    python bench/fleet.py --slots 64 [--median 0.4] [--benchmarks wse,ncp,endings] [--parallel 4] [--stride 10]
+
+Besides the efficiency it prints where the fleet was left idle: when the first request came
+(`first_request_at_s`), how long the command ran after the last answer (`after_last_answer_s`),
+the slot-seconds left unused inside the span and the longest gaps with nothing in flight; the
+CLI's output is kept with a time stamp per line in `<workdir>/<benchmark>/cli.log` (which run
+started / ended when), to read the gaps against.
 
 Service times scale with --median: on a small machine a longer median keeps the client's own CPU
 per call from being what is measured; the ratio is what the targets are about (>= 85 % at 64
@@ -176,7 +182,7 @@ def main() -> int:
     ap.add_argument("--sigma", type=float, default=0.8)
     ap.add_argument("--benchmarks", default="wse,ncp,endings")
     ap.add_argument("--parallel", type=int, default=4, help="`wse materialize --parallel` (runs at once)")
-    ap.add_argument("--stride", type=int, default=4, help="endings.position_stride (sentences between positions)")
+    ap.add_argument("--stride", type=int, default=10, help="endings.position_stride (sentences between positions)")
     ap.add_argument("--seeds", type=int, default=42, help="WSE seeds (paper: 42)")
     ap.add_argument("--specs", type=int, default=100, help="NCP specs (paper: 100)")
     ap.add_argument("--stories", type=int, default=5, help="100-Endings human stories (>= 5)")
