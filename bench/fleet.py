@@ -157,6 +157,7 @@ def run_one(bench: str, args, root: Path) -> dict:
                                     text=True, bufsize=1)
             for line in proc.stdout:
                 out.write(f"{time.time() - t0:8.2f} {line}")
+                out.flush()
             rc = proc.wait()
         t1 = time.time()
     finally:
