@@ -60,6 +60,10 @@ class CellJudges:
             self._ask.submit(lambda: self.client.complete_many(
                 [richness_request(self.settings, self.richness, traj, j) for j in range(self.richness.count)]))
 
+    def stop(self) -> None:
+        """No new judge request (the cell failed or was interrupted); answers in flight are kept."""
+        self._ask.stopped = True
+
     def close(self) -> None:
         self._ask.close()
 
@@ -98,7 +102,7 @@ def early_judging(client: Any, settings: Settings, model: str, arch: str,
     try:
         yield judges
     except BaseException:
-        judges._ask.stopped = True   # the cell failed or was interrupted: answers in flight are kept, no new asks
+        judges.stop()
         raise
     finally:
         judges.close()
