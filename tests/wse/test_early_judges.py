@@ -106,3 +106,16 @@ def test_judges_start_before_the_cell_is_generated_and_judging_then_calls_nothin
         assert got.equals(want)
     b = rows[1].filter(pl.col("seed_id") == "seed-B")
     assert b["first_contradiction"].to_list() == [2]   # the chain stopped where judging stops
+
+
+def test_a_failing_judge_endpoint_never_fails_the_generation(tmp_path, caplog):
+    """A judge that cannot be reached is logged once; the cell's generation succeeds (the judging step asks again)."""
+    settings = make_settings(tmp_path)
+    judge = ScriptedBackend(lambda call: ConnectionError("judge server down"), namespace="judge")
+    client = LLMClient(settings, progress=False, max_attempts=1, backends={
+        MODEL: ScriptedBackend(FakeGenerationModel(), namespace="gen"), "judge": judge})
+    with early_judging(client, settings, MODEL, ARCH, force=True) as judges:
+        records = simulate_cell(client, settings, MODEL, ARCH, _seeds(), horizon=H, early=judges)
+    client.close()
+    assert [r.length for r in records] == [H, H, H] and judge.n_calls > 0
+    assert sum("early WSE judge requests failed" in r.getMessage() for r in caplog.records) == 1
