@@ -17,7 +17,8 @@ import duckdb
 import polars as pl
 
 from tests.gated_backend import GatedBackend
-from tests.wse._wse_sim_helpers import MODEL, FakeGenerationModel, gen_step, make_seed, make_settings, prompt_text, seed_tag
+from tests.wse._wse_sim_helpers import (MODEL, FakeGenerationModel, gen_step, make_seed, make_settings, prompt_text,
+                                        seed_tag)
 from wse_platform.llm import LLMClient, ScriptedBackend
 from wse_platform.wse.early import early_judging
 from wse_platform.wse.judges import judge_consistency, judge_richness, judged_trajectories
