@@ -15,7 +15,13 @@ the makespan is the CLI command's wall time (start-up, planning and platform tim
 the same over the span from the first request to the last answer, and the share of the
 command's time with nothing in flight. Run from the repository root:
 
-    python bench/fleet.py --slots 64 --median 0.4 [--benchmarks wse,ncp,endings] [--parallel 4]
+    python bench/fleet.py --slots 64 [--median 0.4] [--benchmarks wse,ncp,endings] [--parallel 4] [--stride 10]
+
+Besides the efficiency it prints where the fleet was left idle: when the first request came
+(`first_request_at_s`), how long the command ran after the last answer (`after_last_answer_s`),
+the slot-seconds left unused inside the span and the longest gaps with nothing in flight; the
+CLI's output is kept with a time stamp per line in `<workdir>/<benchmark>/cli.log` (which run
+started / ended when), to read the gaps against.
 
 Service times scale with --median: on a small machine a longer median keeps the client's own CPU
 per call from being what is measured; the ratio is what the targets are about (>= 85 % at 64
@@ -97,10 +103,24 @@ def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
         last = t
     idle += max(0.0, t1 - last)
     first, end = min(s["a"] for s in seqs), max(s["e"] for s in seqs)
+    # slots busy over time (server side: start..end of each sequence): where the span loses its share
+    busy = sorted([(s["s"], 1) for s in seqs] + [(s["e"], -1) for s in seqs])
+    under, depth, last, gaps, gap_from = 0.0, 0, first, [], None
+    for t, d in busy:
+        if depth < slots:
+            under += (t - last) * (slots - depth) / slots   # slot-seconds left unused, in slot units
+        if depth == 0 and gap_from is not None and t - gap_from > 0.5:
+            gaps.append((round(gap_from - t0, 1), round(t - t0, 1)))
+        depth += d
+        last = t
+        gap_from = t if depth == 0 else None
     return {"sequences": len(seqs), "sum_service_s": round(service, 1), "makespan_s": round(t1 - t0, 1),
             "efficiency": round(service / slots / (t1 - t0), 3),
             "request_span_s": round(end - first, 1), "efficiency_in_span": round(service / slots / (end - first), 3),
-            "idle_share": round(idle / (t1 - t0), 3)}
+            "idle_share": round(idle / (t1 - t0), 3),
+            "first_request_at_s": round(first - t0, 1), "after_last_answer_s": round(t1 - end, 1),
+            "unused_slot_s_in_span": round(under, 1),
+            "idle_gaps_in_span": sorted(gaps, key=lambda g: g[0] - g[1])[:8]}
 
 
 def run_one(bench: str, args, root: Path) -> dict:
@@ -124,15 +144,21 @@ def run_one(bench: str, args, root: Path) -> dict:
                 time.sleep(0.2)
         cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
                      (args.seeds, args.specs, args.stories))
-        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO),
+               "PYTHONUNBUFFERED": "1"}
         for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
         cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
                "--select", *(f"group:{bench}_{stage}" for stage in STAGES), "--parallel", str(args.parallel)]
         t0 = time.time()
-        with open(folder / "cli.log", "w") as out:
-            rc = subprocess.call(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        with open(folder / "cli.log", "w") as out:   # each line with its time since the command started
+            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, bufsize=1)
+            for line in proc.stdout:
+                out.write(f"{time.time() - t0:8.2f} {line}")
+                out.flush()
+            rc = proc.wait()
         t1 = time.time()
     finally:
         server.terminate()
@@ -157,7 +183,7 @@ def main() -> int:
     ap.add_argument("--sigma", type=float, default=0.8)
     ap.add_argument("--benchmarks", default="wse,ncp,endings")
     ap.add_argument("--parallel", type=int, default=4, help="`wse materialize --parallel` (runs at once)")
-    ap.add_argument("--stride", type=int, default=4, help="endings.position_stride (sentences between positions)")
+    ap.add_argument("--stride", type=int, default=10, help="endings.position_stride (sentences between positions)")
     ap.add_argument("--seeds", type=int, default=42, help="WSE seeds (paper: 42)")
     ap.add_argument("--specs", type=int, default=100, help="NCP specs (paper: 100)")
     ap.add_argument("--stories", type=int, default=5, help="100-Endings human stories (>= 5)")

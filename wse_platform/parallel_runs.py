@@ -45,6 +45,18 @@ def step_backend(settings: Settings, partition_key: str | None) -> str:
     return "none"
 
 
+def largest_first(settings: Settings, steps: Sequence) -> list[int]:
+    """Step indices, the cells with the most planned requests (`plan.cell_requests`) first (stable otherwise):
+    the long cells start first and the short ones fill the end, instead of the heaviest architectures
+    starting last together and leaving a long tail with few conversations in flight."""
+    try:
+        from wse_platform.plan import cell_requests
+        size = {cell: n for (_, cell), n in cell_requests(settings).items()}
+    except Exception:  # noqa: BLE001 - only an ordering hint
+        size = {}
+    return sorted(range(len(steps)), key=lambda i: -size.get(steps[i].partition_key, 0))
+
+
 def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
     """For each run, the earlier runs it must wait for: those writing a parent asset (looking
     through external tables such as `llm_calls`), except other partitions of the same partitioning."""
@@ -91,7 +103,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     limits = {b: max(1, int(n)) for b, n in settings.concurrency.items()}
     backends = [step_backend(settings, s.partition_key) for s in steps]
     report = RunReport()
-    pending = list(range(len(steps)))
+    pending = largest_first(settings, steps)
     finished: set[int] = set()
     running: dict[Future, int] = {}
     in_use: dict[str, int] = {}

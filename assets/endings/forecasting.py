@@ -13,6 +13,7 @@ from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
 from wse_platform.config import Settings
+from wse_platform.endings.early import position_judge
 from wse_platform.endings.forecast import SplitStory, compute_positions, run_forecasts
 from wse_platform.endings.judge import judge_config_id, run_judging
 from wse_platform.endings.tokens import token_counter, tokenizer_name
@@ -99,11 +100,13 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     def endings_predictions(context, warehouse: WarehouseResource, llm: LLMResource, settings: SettingsResource):
         s, key, wh = settings.get(), context.partition_key, warehouse.get()
         forecaster = _need_forecaster(s)
-        positions = _rows(wh, "endings_positions", key)
+        positions, stories = _rows(wh, "endings_positions", key), _stories(wh, key)
         with llm.session(context) as client:
-            rows = run_forecasts(client, _stories(wh, key), positions, key, forecaster, s.endings.k or 1,
+            # the judge starts on each position's endings as they arrive (answers cached for endings_verdicts)
+            after = position_judge(client, s, stories, key, forecaster, s.endings.k or 1, s.prompts_dir)
+            rows = run_forecasts(client, stories, positions, key, forecaster, s.endings.k or 1,
                                  s.endings.forecast_sampling, prompts_dir=s.prompts_dir,
-                                 repeats=s.endings.repeats)
+                                 repeats=s.endings.repeats, after=after)
         df = pl.DataFrame(rows, schema=PREDICTIONS_SCHEMA)
         return write_table(wh, "endings_predictions", df, key={"set_key": key}, extra_metadata={
             "n_positions": len(positions), "k": s.endings.k, "repeats": s.endings.repeats,

@@ -16,6 +16,7 @@ from resources import LLMResource, SettingsResource, WarehouseResource
 from wse_platform.config import Settings
 from wse_platform.versions import GENERATION_CODE
 from wse_platform.wse.agents import GENERATION_ROLES
+from wse_platform.wse.early import early_judging
 from wse_platform.wse.seeds import demo_subset
 from wse_platform.wse.simulate import simulate_cell, step_rows, trajectory_rows
 
@@ -80,8 +81,9 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         model, arch = cell_of(context.partition_key)
         wh = warehouse.get()
         seeds = cell_seeds(wh, s)
-        with llm.session(context) as client:
-            records = simulate_cell(client, s, model, arch, seeds, horizon=s.wse.horizon)
+        # the configured judges start on each step as it is narrated (answers cached for the judging assets)
+        with llm.session(context) as client, early_judging(client, s, model, arch) as early:
+            records = simulate_cell(client, s, model, arch, seeds, horizon=s.wse.horizon, early=early)
         key = {"model": model, "arch": arch}
         steps, trajs = step_rows(records), trajectory_rows(records)
         version = records[0].generation_version if records else None

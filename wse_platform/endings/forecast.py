@@ -175,13 +175,15 @@ def compute_positions(stories: Sequence[SplitStory], set_key: str, count_tokens:
 def run_forecasts(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]], set_key: str,
                   model: str, k: int, sampling: Sampling, prompt_version: str = "v1",
                   prompts_dir: str | None = None, batch: int = FORECAST_BATCH,
-                  repeats: int = 1, default_seed: int | None = None) -> list[dict[str, Any]]:
+                  repeats: int = 1, default_seed: int | None = None,
+                  after: Callable[[Any, Any, Any], None] | None = None) -> list[dict[str, Any]]:
     """`endings_predictions` rows: one n=k request per position and repeat, `batch` at a time.
 
     Repeat r (0..repeats-1) draws fresh endings with `repeat_sampling(sampling, r)`; its rows
     carry `repeat = r`, so repeats sit side by side and never overwrite each other.
     `default_seed` is the forecasting model's configured seed (default: read from the client's
-    settings; see `repeat_sampling`)."""
+    settings; see `repeat_sampling`). `after(client, (repeat, position row), result)` runs as each
+    position's answer arrives (`wse_platform.endings.early`); it never changes the rows."""
     by_id = {s.story_id: s for s in stories}
     if default_seed is None:
         default_seed = model_default_seed(getattr(client, "settings", None), model)
@@ -190,17 +192,20 @@ def run_forecasts(client: Any, stories: Sequence[SplitStory], positions: Sequenc
                              repeat_sampling(sampling, r, default_seed), prompt_version, prompts_dir,
                              tags={"set_key": set_key, "repeat": str(r)}) for r, p in todo]
     rows: list[dict[str, Any]] = []
-    for chunk, results in zip(*flowing(client, todo, reqs, lambda x: x[1]["story_id"], batch, [model])):
+    for chunk, results in zip(*flowing(client, todo, reqs, lambda x: x[1]["story_id"], batch, [model], after)):
         for (r, p), res in zip(chunk, results):
             rows += prediction_rows(p["story_id"], set_key, p["position"], k, res, model, repeat=r)
     return rows
 
 
 def flowing(client: Any, todo: Sequence[Any], reqs: Sequence[Any], story_of: Callable[[Any], str], batch: int,
-            models: Sequence[str]) -> tuple[list[list[Any]], list[list[Any]]]:
+            models: Sequence[str], after: Callable[[Any, Any, Any], None] | None = None
+            ) -> tuple[list[list[Any]], list[list[Any]]]:
     """(chunks of `todo`, their results). Each story's requests go out as soon as the story comes up,
     every story at once (`wse_platform.flow`), no barrier between stories; on a batch-only backend
-    (offline vLLM) `batch` requests at a time as before."""
+    (offline vLLM) `batch` requests at a time as before. With `after`, each request is a conversation
+    of its own: `after(client, todo item, result)` runs as soon as its answer is back (early judging,
+    `wse_platform.endings.early`); chunks and results come back in the same order either way."""
     from wse_platform import flow
 
     if flow.batch_only(client, models):
@@ -211,5 +216,14 @@ def flowing(client: Any, todo: Sequence[Any], reqs: Sequence[Any], story_of: Cal
         for i, x in enumerate(todo):
             by_story.setdefault(story_of(x), []).append(i)
         spans = list(by_story.values())
-        results = flow.each(client, spans, lambda c, span: c.complete_many([reqs[i] for i in span]), models=models)
+        if after is None:
+            results = flow.each(client, spans, lambda c, span: c.complete_many([reqs[i] for i in span]),
+                                models=models)
+        else:
+            def one(c: Any, i: int) -> Any:
+                res = c.complete_many([reqs[i]])[0]
+                after(c, todo[i], res)
+                return res
+            flat = iter(flow.each(client, [i for span in spans for i in span], one, models=models))
+            results = [[next(flat) for _ in span] for span in spans]
     return [[todo[i] for i in span] for span in spans], results

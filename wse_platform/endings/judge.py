@@ -96,6 +96,23 @@ def verdict_row(pred: dict[str, Any], judge_id: str, judge_model: str, result: L
     return row
 
 
+def judgeable(pred: dict[str, Any]) -> bool:
+    """Whether a prediction row goes to the judge (a failed or malformed prediction does not)."""
+    return not (pred.get("failure_json") or pred.get("prediction") is None or pred.get("sample_error"))
+
+
+def prediction_request(settings: Settings, story: SplitStory, sentence_index: int, pred: dict[str, Any],
+                       judge_seed: int | None, prompts_dir: str | None) -> LLMRequest:
+    """The configured judge's request on one prediction row (`judge_seed`: the judge model's default seed)."""
+    e = settings.endings
+    repeat = int(pred.get("repeat") or 0)
+    req = judge_request(story, sentence_index, pred["position"], pred["sample_index"], pred["prediction"], e.judge,
+                        repeat_sampling(e.judge_sampling, repeat, judge_seed), e.judge_prompt_version, prompts_dir,
+                        constrained=e.judge_constrained_choice)
+    req.tags["repeat"] = str(repeat)
+    return req
+
+
 JUDGE_BATCH = 512  # judge requests per complete_many call (the paper's batch size)
 
 
@@ -117,14 +134,10 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
         if key not in sentence_of:
             raise ValueError(f"endings_predictions: story_id={key[0]!r} position={key[1]}: "
                              "no matching row in endings_positions (field 'sentence_index')")
-        if pred.get("failure_json") or pred.get("prediction") is None or pred.get("sample_error"):
+        if not judgeable(pred):
             rows.append(verdict_row(pred, judge_id, e.judge, None, e.same_model_judge))
             continue
-        repeat = int(pred.get("repeat") or 0)
-        req = judge_request(by_id[pred["story_id"]], sentence_of[key], pred["position"], pred["sample_index"],
-                            pred["prediction"], e.judge, repeat_sampling(e.judge_sampling, repeat, judge_seed),
-                            e.judge_prompt_version, prompts_dir, constrained=e.judge_constrained_choice)
-        req.tags["repeat"] = str(repeat)
+        req = prediction_request(settings, by_id[pred["story_id"]], sentence_of[key], pred, judge_seed, prompts_dir)
         todo.append((len(rows), pred, req))
         rows.append(None)
     for chunk, results in zip(*flowing(client, todo, [r for _, _, r in todo], lambda x: x[1]["story_id"], batch,

@@ -419,13 +419,20 @@ class LLMClient:
         if not self.use_cache:
             self._call_keys(list(by_key), by_key, attempt, progress)
             return
+        # stored answers are served by a plain read, without the cache's write lock (a judging run
+        # replaying the answers its judges got early, a rerun); only the rest is claimed
+        todo = list(by_key)
+        served = self._serve_hits(self.cache.get_many(todo), by_key, progress)
+        todo = [k for k in todo if k not in served]
+        if not todo:
+            return
         # one request in flight per key across processes: claim what the cache lacks, wait for keys
         # another client is answering (their answers arrive through the cache, counted there)
         self._n_claims += 1
         owner = f"{self._owner}:{self._n_claims}"
         LIVE_OWNERS.add(owner)
         try:
-            hits, mine, others = self.cache.claim(list(by_key), owner)
+            hits, mine, others = self.cache.claim(todo, owner)
         except BaseException:
             LIVE_OWNERS.discard(owner)
             raise
@@ -443,7 +450,7 @@ class LLMClient:
                 hits, mine, others = self.cache.claim(others, owner)
         finally:
             try:
-                self._store_answers(release=list(by_key), owner=owner)
+                self._store_answers(release=todo, owner=owner)
             except BaseException:
                 try:
                     self.cache.release_claims(owner)

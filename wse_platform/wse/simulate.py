@@ -124,8 +124,12 @@ def simulate_cell(
     seeds: list[EpisodeSeed],
     horizon: int | None = None,
     prompt_version: str = "v1",
+    early: Any = None,
 ) -> list[TrajectoryRecord]:
-    """Run every seed for `horizon` steps (default `settings.wse.horizon`) in one architecture."""
+    """Run every seed for `horizon` steps (default `settings.wse.horizon`) in one architecture.
+
+    `early` (`wse_platform.wse.early.CellJudges`) hears of each narrated step and each trajectory's
+    end, so the judges can start before the cell is done; it never changes the rows."""
     architecture = parse_architecture(arch)
     H = int(horizon if horizon is not None else (settings.wse.horizon or 0))
     if H < 1:
@@ -138,15 +142,24 @@ def simulate_cell(
                               extra_tags={"arch": architecture.key})
     runs = [_Run(seed=s, state=initial_state(s), options=list(s.initial_actions)) for s in seeds]
     # each trajectory asks its next request as soon as its previous answer is back (wse_platform.flow)
-    flow.each(client, runs, lambda c, r: _advance(c, ctx, architecture, r, H), models=[model])
+    flow.each(client, runs, lambda c, r: _advance(c, ctx, architecture, r, H, early), models=[model])
 
     version = generation_version(settings, model, architecture.key, H, prompt_version)
     return [_trajectory(r, model, architecture, H, version) for r in runs]
 
 
 def _advance(client: CompletesMany, ctx: agents.AgentContext, architecture: Architecture, run: _Run,
-             H: int) -> None:
+             H: int, early: Any = None) -> None:
     """One trajectory, step by step; the phases below get this run alone."""
+    try:
+        _steps(client, ctx, architecture, run, H, early)
+    finally:
+        if early is not None:
+            early.end(run.seed)
+
+
+def _steps(client: CompletesMany, ctx: agents.AgentContext, architecture: Architecture, run: _Run,
+           H: int, early: Any) -> None:
     for t in range(1, H + 1):
         if not run.running:
             break
@@ -163,7 +176,10 @@ def _advance(client: CompletesMany, ctx: agents.AgentContext, architecture: Arch
             _memory_phase(client, ctx, [r for r in active if r.live and r.draft.narrative is not None
                                         and not r.draft.story_end], t)
         for r in active:
+            d = r.draft
             _close_step(r, t)
+            if early is not None and d.narrative is not None:
+                early.step(r.seed, t, d.player_option, d.narrative, d.new_day)
 
 
 # ---- phases -----------------------------------------------------------------------------

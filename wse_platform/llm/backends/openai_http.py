@@ -43,6 +43,7 @@ PREFIXES = ("openai/", "hosted_vllm/")
 _RETRY_STATUS = {408, 409, 425, 429}
 _INFRA_STATUS = {401, 403, 404}
 _MAX_RETRY_AFTER_S = 30.0
+POOL_CONNECTIONS = 32   # connections per httpx pool (see OpenAIHTTPBackend._client)
 
 
 def is_direct(model: "ModelConfig") -> bool:
@@ -119,13 +120,19 @@ class OpenAIHTTPBackend(Backend):
         return redact_text(text.replace(key, "***") if key else text)
 
     def _client(self) -> Any:
+        """The least busy of ceil((limit + 4) / POOL_CONNECTIONS) connection pools: httpcore assigns queued
+        requests to connections in O(requests x connections) per event, which at 256 in flight in one pool
+        cost more CPU than the rest of the call (bench/fleet_capacity.py)."""
         if self._http is None:
             import httpx
-            self._http = httpx.AsyncClient(
-                timeout=httpx.Timeout(self.timeout_s),
-                limits=httpx.Limits(max_connections=self.max_concurrency + 4,
-                                    max_keepalive_connections=self.max_concurrency + 4))
-        return self._http
+            n = max(1, -(-(self.max_concurrency + 4) // POOL_CONNECTIONS))
+            size = -(-(self.max_concurrency + 4) // n)
+            tls = httpx.create_ssl_context()   # one TLS context for all pools (building one loads the CA bundle)
+            self._http = [httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), verify=tls,
+                                            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
+                          for _ in range(n)]
+            self._busy = [0] * n
+        return min(range(len(self._http)), key=self._busy.__getitem__)
 
     # ---- batch -----------------------------------------------------------------------------
     def generate(self, calls: list[BackendCall], on_result: OnResult | None = None) -> list[BackendResponse]:
@@ -196,8 +203,10 @@ class OpenAIHTTPBackend(Backend):
 
     async def _once(self, body: dict[str, Any], headers: dict[str, str]) -> "_Got":
         import httpx
+        pool = self._client()
+        self._busy[pool] += 1
         try:
-            resp = await self._client().post(self.url, json=body, headers=headers)
+            resp = await self._http[pool].post(self.url, json=body, headers=headers)
         except (httpx.ConnectError, ConnectionRefusedError) as err:
             refused = _refused(err)
             raise _Failed(f"APIConnectionError: cannot connect to {self.base}: {err}", retry=True,
@@ -206,6 +215,8 @@ class OpenAIHTTPBackend(Backend):
             raise _Failed(f"Timeout: {type(err).__name__} after timeout_s={self.timeout_s:g} s", retry=True) from err
         except httpx.HTTPError as err:
             raise _Failed(f"APIConnectionError: {type(err).__name__}: {err}", retry=True) from err
+        finally:
+            self._busy[pool] -= 1
         status = resp.status_code
         if status != 200:
             detail = resp.text[:300]
