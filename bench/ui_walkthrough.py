@@ -240,7 +240,7 @@ class Observer(threading.Thread):
         self.history: dict[tuple[str, str], list[tuple[float, str, str]]] = {}  # (seen at, status, description)
         self.errors: list[str] = []
         self.polls = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def rel(self, ts: float) -> str:
         base = self.edit_at if self.edit_at is not None else self.t0
@@ -252,15 +252,15 @@ class Observer(threading.Thread):
         log(f"{self.rel(ts)}  {text}")
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             try:
                 self.poll()
             except Exception as err:  # noqa: BLE001 - a slow webserver on a loaded machine: try again
                 self.errors.append(f"{time.strftime('%H:%M:%S')} {err}")
-            self._stop.wait(POLL_S)
+            self._halt.wait(POLL_S)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(120)
 
     def poll(self) -> None:
@@ -378,6 +378,59 @@ def _first_lines(text: str, n: int = 3) -> str:
 
 
 # ---- 4. the browser ----------------------------------------------------------------------------------
+# What a page shows, in one line, from its text (Dagster 1.13's layout; the full text is saved too).
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+RUN_STATUS = ("Success", "Failure", "Started", "Queued", "Starting", "Canceled", "Canceling", "Not started")
+
+
+def read_graph(lines: list[str]) -> str:
+    groups = sorted({x for x in lines if NAME.match(x) and "_" in x or x == "platform"})
+    return f"{len(groups)} groups: {', '.join(groups)}"
+
+
+def read_group(lines: list[str]) -> str:
+    out, last = [], None
+    for i, x in enumerate(lines):
+        if NAME.match(x) and x not in ("llm",):
+            last = x
+        if x == "Asset checks" and last and i + 1 < len(lines):
+            out.append(f"{last} checks {lines[i + 1]}")
+    return "; ".join(out) or "(no asset card shows its checks at this zoom)"
+
+
+def read_checks(lines: list[str]) -> str:
+    listed = []
+    if "Execute all" in lines:
+        i = lines.index("Execute all") + 1
+        while i + 2 < len(lines) and lines[i] == lines[i + 1]:
+            listed.append(f"{lines[i]} {lines[i + 2]}")
+            i += 3
+    said, result = "", ""
+    if "Latest execution" in lines:
+        j = lines.index("Latest execution") + 1
+        k = lines.index("Evaluation result") if "Evaluation result" in lines else j
+        said = " / ".join(lines[j:k])[:600]
+        result = lines[k + 1] if k + 1 < len(lines) else ""
+    return f"checks: {', '.join(listed)} || in_sync: {result}: \"{said}\""
+
+
+def read_runs(lines: list[str]) -> str:
+    counts = [x for x in lines if re.match(r"^(Queued|In progress) \(\d+\)$", x)]
+    statuses = [x for x in lines if x in RUN_STATUS]
+    tally = {st: statuses.count(st) for st in RUN_STATUS if st in statuses}
+    return f"{', '.join(counts)}; rows on the first page: {tally}"
+
+
+def read_sensor(lines: list[str]) -> str:
+    latest = ""
+    if "Latest tick" in lines:
+        i = lines.index("Latest tick")
+        latest = " ".join(lines[i + 1:i + 3])
+    body = lines[lines.index("Timestamp"):] if "Timestamp" in lines else lines
+    failures = sum(1 for x in body if x in ("Failure", "Failed") or x.startswith("Error"))
+    return f"latest tick: {latest}; error/failure rows in the tick table: {failures}"
+
+
 class Walk:
     """Headless Chromium through the Dagster UI; each visit saves the page text and a screenshot."""
 
@@ -391,15 +444,30 @@ class Walk:
     def pid_tree(self) -> dict[int, str]:
         return descendants(os.getpid())
 
-    def visit(self, phase: str, name: str, path: str, wait_text: str | None = None,
-              snippet: re.Pattern | None = None) -> str:
+    def dismiss_modal(self) -> None:
+        """Dagster's "Join the community" dialog covers the page once per browser profile."""
+        skip = self.page.get_by_role("button", name="Skip")
+        try:
+            skip.wait_for(timeout=8_000 if not self.visits else 500)
+            skip.click()
+        except Exception:  # noqa: BLE001 - not shown
+            pass
+
+    def visit(self, phase: str, name: str, path: str, wait_text: str | None = None, reader=None,
+              full_page: bool = False) -> str:
+        """Open `path`, wait for `wait_text`, save its text and a screenshot; `reader(lines)` says
+        what the page shows in one line (for the summary)."""
         page = self.page
         try:
             page.goto(self.base + path, wait_until="domcontentloaded")
-            if wait_text:
-                page.get_by_text(wait_text, exact=False).first.wait_for(timeout=90_000)
+            if wait_text:  # attached: a node far off the graph's viewport is in the page, not visible
+                page.get_by_text(wait_text, exact=False).first.wait_for(state="attached", timeout=120_000)
+            self.dismiss_modal()
+            end = time.monotonic() + 60  # asset cards fill in after the graph is drawn
+            while time.monotonic() < end and page.get_by_text("Loading...", exact=True).count():
+                time.sleep(1)
             try:
-                page.wait_for_load_state("networkidle", timeout=20_000)
+                page.wait_for_load_state("networkidle", timeout=15_000)
             except Exception:  # noqa: BLE001 - the UI polls; a busy page still renders
                 pass
             time.sleep(1.5)
@@ -409,27 +477,36 @@ class Walk:
         stem = f"{phase}-{name}"
         (self.out / f"{stem}.txt").write_text(text, encoding="utf-8")
         try:
-            page.screenshot(path=str(self.out / f"{stem}.png"), full_page=False)
+            page.screenshot(path=str(self.out / f"{stem}.png"), full_page=full_page)
         except Exception:  # noqa: BLE001
             pass
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        picked = [line for line in lines if snippet.search(line)] if snippet else lines[:12]
-        self.visits.append((phase, name, " | ".join(picked[:12])[:900]))
+        lines = lines[:lines.index("Join the Dagster community")] if "Join the Dagster community" in lines else lines
+        try:
+            seen = reader(lines) if reader else " | ".join(lines[10:20])
+        except Exception as err:  # noqa: BLE001
+            seen = f"(could not read the page: {err})"
+        self.visits.append((phase, name, seen))
         return text
 
-    def ui_pages(self, phase: str, groups: list[str]) -> None:
-        loc = f"{self.where['repo']}@{self.where['location']}"
-        self.visit(phase, "asset-graph", "/asset-groups", snippet=re.compile(r"wse|ncp|endings|source|table", re.I))
-        for group in groups:
-            self.visit(phase, f"group-{group}", f"/locations/{quote(loc)}/asset-groups/{quote(group)}",
-                       snippet=re.compile(r"in_sync|check|stale|fail|warn", re.I))
+    def ui_pages(self, phase: str, groups: dict[str, str]) -> None:
+        """The pages a reviewer opens: the lineage (groups), each WSE group, the `in_sync` check of
+        the WSE cells, the runs, the two sensors' ticks. `groups`: group -> an asset in it."""
+        where = self.where
+        loc = where["location"] if where["repo"] == "__repository__" else f"{where['repo']}@{where['location']}"
+        loc = quote(loc, safe=":@")
+        log(f"browser: {phase} ...")
+        self.visit(phase, "asset-graph", "/asset-groups", wait_text=next(iter(groups), None), reader=read_graph)
+        for group, asset in groups.items():
+            self.visit(phase, f"group-{group}", f"/locations/{loc}/asset-groups/{quote(group)}", wait_text=asset,
+                       reader=read_group)
         for asset in CELL_ASSETS:
-            self.visit(phase, f"checks-{asset}", f"/assets/{quote(asset)}?view=checks", wait_text="in_sync",
-                       snippet=re.compile(r"in_sync|pass|fail|warn|stale|horizon|examined|execution", re.I))
-        self.visit(phase, "runs", "/runs", snippet=re.compile(r"success|fail|queued|started|progress|canceled", re.I))
+            self.visit(phase, f"checks-{asset}", f"/assets/{quote(asset)}?view=checks&checkDetail=in_sync",
+                       wait_text="Latest execution", reader=read_checks)
+        self.visit(phase, "runs", "/runs", wait_text="Launched by", reader=read_runs)
         for sensor in ("sync_status", "wse_automation"):
-            self.visit(phase, f"sensor-{sensor}", f"/locations/{quote(loc)}/sensors/{sensor}",
-                       snippet=re.compile(r"fail|error|success|skipped|requested|run", re.I))
+            self.visit(phase, f"sensor-{sensor}", f"/locations/{loc}/sensors/{sensor}", wait_text="Latest tick",
+                       reader=read_sensor, full_page=True)
 
     def view_pages(self, phase: str, base: str) -> dict:
         """`wse view`: the WSE list, then the first trajectory cell; how many steps it shows."""
@@ -499,7 +576,8 @@ def settled(obs: Observer, edit_at: float) -> str | None:
     return None
 
 
-def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: list[str], notes: list[str]) -> str:
+def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: list[str], notes: list[str],
+            visits: list[tuple[str, str, str]]) -> str:
     L = []
     rel = lambda ts: f"{ts - edit_at:+.0f} s"  # noqa: E731
     L.append("=" * 100)
@@ -531,10 +609,17 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
             L += [f"    {line}" for line in said[a].splitlines()[:6]]
     bad_pass = sorted(f"{a} · {c}" for (a, c), v in obs.checks.items() if v["status"] == "SUCCEEDED" and v["n_checked"] == 0)
     L.append(f"checks passed having examined nothing (n_checked 0): {', '.join(bad_pass) or 'none'}")
-    not_ok = sorted(f"{a} · {c}: {v['status']}{_first_lines(v['description'], 1)}" for (a, c), v in obs.checks.items()
-                    if v["status"] not in ("SUCCEEDED",))
-    L.append(f"checks not passing at the end ({len(not_ok)} of {len(obs.checks)}):")
-    L += [f"  {x}" for x in not_ok]
+    def at_edit(key):
+        before = [st for ts, st, _ in obs.history.get(key, []) if ts < edit_at]
+        return before[-1] if before else None
+
+    not_ok = {k: v for k, v in obs.checks.items() if v["status"] != "SUCCEEDED"}
+    new_bad = sorted(f"{a} · {c}: {v['status']} (was {at_edit((a, c))}){_first_lines(v['description'], 1)}"
+                     for (a, c), v in not_ok.items() if at_edit((a, c)) != v["status"])
+    L.append(f"checks not passing at the end: {len(not_ok)} of {len(obs.checks)}; "
+             f"{len(not_ok) - len(new_bad)} of them were already so before the edit (the tiny model's failures, "
+             f"listed in pages/ and the baseline), {len(new_bad)} changed since:")
+    L += [f"  {x}" for x in new_bad]
     # runs
     runs = obs.runs_since(edit_at - 1)
     failed = {r: v for r, v in runs.items() if v["status"] == "FAILURE"}
@@ -555,6 +640,9 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
         L.append(f"sensor {s}: {len(ticks)} ticks after the edit, {len(errored)} errored"
                  + (f" (first: {((errored[0].get('error') or {}).get('message') or '').strip().splitlines()[0][:200]})"
                     if errored else ""))
+    L.append("what the browser showed (page texts and screenshots in pages/):")
+    for phase, name, seen in visits:
+        L.append(f"  {phase:14s} {name:34s} {seen[:700]}")
     # wse view
     for phase, seen in views.items():
         if "error" in seen:
@@ -599,13 +687,18 @@ def overlapping_lineage(obs: Observer, runs: dict[str, dict]) -> list[str]:
     return out
 
 
+def _stop_on_sigterm(signum, _frame):
+    raise SystemExit(128 + signum)  # `timeout` or kill: run the clean-up below as on Ctrl-C
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", type=Path, help="a kept demo folder (bench/demo_time.py --keep DIR); copied, not touched")
     ap.add_argument("--out", type=Path, help="output folder (default: a new one under /tmp)")
     ap.add_argument("--settle-timeout", type=float, default=1800.0, help="seconds to wait for the automation to settle")
     ap.add_argument("--look-only", action="store_true", help="the pages before the edit only (no edit, no waiting)")
-    ap.add_argument("--during-every", type=float, default=150.0, help="seconds between snapshots while runs are active")
+    ap.add_argument("--during-every", type=float, default=240.0, help="seconds between snapshots while runs are active")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="wse-ui-walk-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -623,6 +716,7 @@ def main() -> int:
     notes: list[str] = []
     leftover: list[str] = []
     obs = None
+    visits: list[tuple[str, str, str]] = []
     edit = "(edit not made)"
     edit_at = time.time()
     ui = None
@@ -637,14 +731,16 @@ def main() -> int:
         obs.start()
         with sync_playwright() as pw:
             walk = Walk(pw, f"http://127.0.0.1:{port}", where, shots)
+            visits = walk.visits
             try:
                 # before: wait for every sensor to have ticked once (the baseline the edit is compared to)
                 end = time.monotonic() + 300
                 while time.monotonic() < end and not (obs.polls and all(obs.ticks[s] for s in SENSORS)):
                     ui.note_tree()
                     time.sleep(2)
-                groups = sorted({g for a, g in obs.groups.items() if a.startswith("wse_")})
-                log(f"groups: {sorted(set(obs.groups.values()))}; WSE groups: {groups}")
+                groups = {g: min(a for a, g2 in obs.groups.items() if g2 == g)
+                          for g in sorted({g for a, g in obs.groups.items() if a.startswith("wse_")})}
+                log(f"groups: {sorted(set(obs.groups.values()))}; WSE groups: {list(groups)}")
                 notes.append(f"asset groups: {', '.join(f'{g} ({n})' for g, n in _group_sizes(obs.groups))}")
                 walk.ui_pages("1-before", groups)
                 views["before the edit"] = open_view(work, out, walk, "1-before", started)
@@ -698,7 +794,7 @@ def main() -> int:
             leftover += p.leftover
         # anything of ours still alive below this process (a chromium, a dagster child)?
         leftover += [f"child of this script: pid {p} {c}" for p, c in leftovers(descendants(os.getpid()))]
-    text = summary(obs, edit_at, edit, views, leftover, notes) if obs else "(no UI: nothing observed)"
+    text = summary(obs, edit_at, edit, views, leftover, notes, visits) if obs else "(no UI: nothing observed)"
     (out / "timeline.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
     print(f"\npages (text + screenshots): {shots}\ntimeline: {out / 'timeline.txt'}\n"
