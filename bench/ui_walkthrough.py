@@ -59,6 +59,7 @@ SENSORS = ("config_observer", "sync_status", "wse_automation")
 CELL_ASSETS = ("wse_trajectories", "wse_consistency_verdicts", "wse_cell_metrics")  # whose checks tab is shown
 EDIT = ("wse", "horizon", 3)
 EDIT_TEXT = "horizon: 2 → 3"
+IN_SYNC = "in_sync"
 ACTIVE_RUN = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "MANAGED", "CANCELING"}
 POLL_S = 5.0
 
@@ -214,7 +215,7 @@ CHECKS_Q = """{ assetNodes { assetKey { path } groupName isMaterializable depend
     runId status timestamp evaluation { timestamp description severity targetMaterialization { storageId }
       metadataEntries { label ... on IntMetadataEntry { intValue } } } } } } } } }"""
 RUNS_Q = """{ runsOrError(limit: 60) { ... on Runs { results { runId status creationTime startTime endTime
-  tags { key value } assetSelection { path } } } } }"""
+  tags { key value } assetSelection { path } assetMaterializations { assetKey { path } timestamp } } } } }"""
 TICKS_Q = """query ($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { ... on Sensor {
   sensorState { ticks(limit: 25) { tickId status timestamp endTimestamp runIds skipReason error { message } } } } } }"""
 FAILURES_Q = """query ($id: ID!) { runOrError(runId: $id) { ... on Run { eventConnection(limit: 5000) { events {
@@ -230,7 +231,7 @@ class Observer(threading.Thread):
         self.gql, self.where, self.t0 = gql, where, t0
         self.edit_at: float | None = None
         self.lock = threading.Lock()
-        self.events: list[tuple[float, str]] = []
+        self.events: list[dict] = []  # {ts, text, kind: check|run|tick, ...}
         self.checks: dict[tuple[str, str], dict] = {}
         self.groups: dict[str, str] = {}
         self.deps: dict[str, list[str]] = {}
@@ -247,8 +248,8 @@ class Observer(threading.Thread):
         d = ts - base
         return f"{'edit' if self.edit_at is not None else 'start'}{'+' if d >= 0 else '-'}{abs(d):5.0f}s"
 
-    def add(self, ts: float, text: str) -> None:
-        self.events.append((ts, text))
+    def add(self, ts: float, text: str, **info) -> None:
+        self.events.append({"ts": ts, "text": text, **info})
         log(f"{self.rel(ts)}  {text}")
 
     def run(self) -> None:
@@ -296,9 +297,11 @@ class Observer(threading.Thread):
                     self.history.setdefault(key, []).append((time.time(), now["status"], now["description"]))
                     if old is None and self.polls == 0:
                         continue  # the first poll: the baseline, summarized separately
-                    by = "a run " + now["run"][:8] if now["run"] else "sync_status (runless)"
+                    by = "-" if not ex else f"run {now['run'][:8]}" if now["run"] else "sync_status"
                     self.add(time.time(), f"check {asset} · {c['name']}: {old['status'] if old else '-'} → "
-                                          f"{now['status']} ({by}){_first_lines(now['description'])}")
+                                          f"{now['status']} ({by}){_first_lines(now['description'])}",
+                             kind="check", asset=asset, check=c["name"], old=old["status"] if old else None,
+                             status=now["status"], by=by, description=now["description"])
 
     def _runs(self, runs: list[dict]) -> None:
         for r in runs:
@@ -306,7 +309,10 @@ class Observer(threading.Thread):
             now = {"status": r["status"], "created": r["creationTime"], "start": r["startTime"], "end": r["endTime"],
                    "trigger": tags.get("wse/trigger") or tags.get("dagster/sensor_name") or "cli/manual",
                    "partition": tags.get("dagster/partition", ""),
-                   "assets": sorted("/".join(a["path"]) for a in r["assetSelection"] or [])}
+                   "assets": sorted("/".join(a["path"]) for a in r["assetSelection"] or []),
+                   "written": {}}
+            for m in sorted(r.get("assetMaterializations") or [], key=lambda m: float(m["timestamp"])):
+                now["written"].setdefault("/".join(m["assetKey"]["path"]), float(m["timestamp"]) / 1000)
             old = self.runs.get(r["runId"])
             self.runs[r["runId"]] = now
             if old is None and self.polls == 0:
@@ -315,14 +321,14 @@ class Observer(threading.Thread):
             if old is None:
                 self.add(r["creationTime"], f"run {rid} launched by {now['trigger']}"
                                             f"{' [' + now['partition'] + ']' if now['partition'] else ''}: "
-                                            f"{', '.join(now['assets'])}")
+                                            f"{', '.join(now['assets'])}", kind="run")
             if (old or {}).get("status") != now["status"] and now["status"] not in ACTIVE_RUN - {"STARTED"}:
                 took = f" after {now['end'] - now['start']:.0f} s" if now["end"] and now["start"] else ""
-                self.add(now["end"] or now["start"] or time.time(), f"run {rid} {now['status']}{took}")
+                self.add(now["end"] or now["start"] or time.time(), f"run {rid} {now['status']}{took}", kind="run")
                 if now["status"] == "FAILURE":
                     self.failures[r["runId"]] = self._failure_lines(r["runId"])
                     for line in self.failures[r["runId"]][:8]:
-                        self.add(now["end"] or time.time(), f"    {line}")
+                        self.add(now["end"] or time.time(), f"    {line}", kind="run")
 
     def _failure_lines(self, run_id: str) -> list[str]:
         try:
@@ -346,10 +352,11 @@ class Observer(threading.Thread):
                 continue
             if t["status"] == "FAILURE":
                 msg = ((t.get("error") or {}).get("message") or "").strip().splitlines()
-                self.add(t["timestamp"], f"sensor {sensor} tick ERRORED: {msg[0][:220] if msg else '(no message)'}")
+                self.add(t["timestamp"], f"sensor {sensor} tick ERRORED: {msg[0][:220] if msg else '(no message)'}",
+                         kind="tick")
             elif t["status"] == "SUCCESS":
                 runs = f", {len(t['runIds'])} run(s) requested" if t["runIds"] else ""
-                self.add(t["timestamp"], f"sensor {sensor} tick did something{runs}")
+                self.add(t["timestamp"], f"sensor {sensor} tick did something{runs}", kind="tick")
 
     # -- questions the main loop asks
     def active_runs(self) -> list[str]:
@@ -464,7 +471,7 @@ class Walk:
                 page.get_by_text(wait_text, exact=False).first.wait_for(state="attached", timeout=120_000)
             self.dismiss_modal()
             end = time.monotonic() + 60  # asset cards fill in after the graph is drawn
-            while time.monotonic() < end and page.get_by_text("Loading...", exact=True).count():
+            while time.monotonic() < end and page.get_by_text(re.compile(r"^Loading")).count():
                 time.sleep(1)
             try:
                 page.wait_for_load_state("networkidle", timeout=15_000)
@@ -498,7 +505,7 @@ class Walk:
         log(f"browser: {phase} ...")
         self.visit(phase, "asset-graph", "/asset-groups", wait_text=next(iter(groups), None), reader=read_graph)
         for group, asset in groups.items():
-            self.visit(phase, f"group-{group}", f"/locations/{loc}/asset-groups/{quote(group)}", wait_text=asset,
+            self.visit(phase, f"group-{group}", f"/locations/{loc}/asset-groups/{quote(group)}", wait_text="Latest event",
                        reader=read_group)
         for asset in CELL_ASSETS:
             self.visit(phase, f"checks-{asset}", f"/assets/{quote(asset)}?view=checks&checkDetail=in_sync",
@@ -576,6 +583,31 @@ def settled(obs: Observer, edit_at: float) -> str | None:
     return None
 
 
+def compact_timeline(events: list[dict]) -> list[tuple[float, str]]:
+    """Runs and sensor ticks as they are; check changes grouped per poll, check and new status
+    (IN_PROGRESS omitted: a run's planned evaluations), with one `in_sync` text per group, the one
+    naming the edit if any."""
+    out: list[tuple[float, str]] = [(e["ts"], e["text"]) for e in events if e.get("kind") != "check"]
+    groups: dict[tuple, list[dict]] = {}
+    for e in events:
+        if e.get("kind") == "check" and e["status"] != "IN_PROGRESS" and e["old"] != e["status"]:
+            who = "sync_status" if e["by"] == "sync_status" else "-" if e["by"] == "-" else "its run"
+            groups.setdefault((round(e["ts"]), e["check"] == IN_SYNC, e["status"], who), []).append(e)
+    for (ts, is_sync, status, who), evs in groups.items():
+        names = sorted({e["asset"] + ("" if is_sync else f" · {e['check']}") for e in evs})
+        what = "in_sync" if is_sync else "check"
+        text = f"{what} {status} ({'no evaluation' if who == '-' else 'by ' + who}) on {len(names)}: {', '.join(names)}"
+        if is_sync and status == "FAILED":
+            said = next((e for e in evs if EDIT_TEXT in e["description"]), evs[0])
+            cause = next((x.strip() for x in said["description"].splitlines() if EDIT_TEXT in x), "")
+            text += f"\n{'':12}e.g. {said['asset']}: \"{(cause or said['description'].splitlines()[0])[:240]}\""
+        elif not is_sync and status not in ("SUCCEEDED",):
+            text += "".join(f"\n{'':12}{e['asset']} · {e['check']}: {_first_lines(e['description'], 1)[2:][:200]}"
+                            for e in evs[:6])
+        out.append((ts, text))
+    return sorted(out, key=lambda x: x[0])
+
+
 def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: list[str], notes: list[str],
             visits: list[tuple[str, str, str]]) -> str:
     L = []
@@ -583,9 +615,8 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
     L.append("=" * 100)
     L.append(f"UI walkthrough: {edit}")
     L.append("=" * 100)
-    L.append("timeline (seconds from the edit):")
-    for ts, text in sorted(obs.events):
-        L.append(f"  {rel(ts):>8}  {text}")
+    L.append("timeline (seconds from the edit; every change: timeline-full.txt):")
+    L += [f"  {rel(ts):>8}  {text}" for ts, text in compact_timeline(obs.events)]
     L.append("")
     # checks
     in_sync = {a: v for (a, c), v in obs.checks.items() if c == "in_sync"}
@@ -631,7 +662,7 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
         for line in obs.failures.get(r, [])[:8]:
             L.append(f"      {line}")
     clashes = overlapping_lineage(obs, runs)
-    L.append("runs that executed while a run rebuilding one of their inputs (or an input's input) ran: "
+    L.append("runs that executed while another run had yet to write one of their inputs (or inputs of inputs): "
              + ("; ".join(clashes) if clashes else "none"))
     # sensors
     for s in SENSORS:
@@ -657,6 +688,30 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
     return "\n".join(L)
 
 
+STATE = ("events", "checks", "history", "runs", "ticks", "failures", "deps", "groups", "errors")
+
+
+def save_observed(obs, path: Path, **extra) -> None:
+    """What was observed, as JSON: `--summarize OUT` prints the summary again from it."""
+    data = {k: getattr(obs, k) for k in STATE}
+    data["checks"] = {"\t".join(k): v for k, v in obs.checks.items()}
+    data["history"] = {"\t".join(k): v for k, v in obs.history.items()}
+    path.write_text(json.dumps({**data, **extra}, indent=1, default=str), encoding="utf-8")
+
+
+class Recorded:
+    """A saved observation (`save_observed`), read back with the attributes `summary` uses."""
+
+    def __init__(self, data: dict):
+        for k in STATE:
+            setattr(self, k, data[k])
+        self.checks = {tuple(k.split("\t")): v for k, v in data["checks"].items()}
+        self.history = {tuple(k.split("\t")): [tuple(x) for x in v] for k, v in data["history"].items()}
+
+    def runs_since(self, ts: float) -> dict[str, dict]:
+        return {r: v for r, v in self.runs.items() if v["created"] >= ts}
+
+
 class _LookedOnly(Exception):
     pass
 
@@ -671,19 +726,22 @@ def ancestors(deps: dict[str, list[str]], assets: list[str]) -> set[str]:
     return out
 
 
-def overlapping_lineage(obs: Observer, runs: dict[str, dict]) -> list[str]:
-    """Pairs of runs whose executions overlapped while one rebuilt an upstream of the other's
-    assets (the table rebuild beside its inputs' re-judge that issue 21 saw fail)."""
+def overlapping_lineage(obs, runs: dict[str, dict]) -> list[str]:
+    """Runs that executed while another run was still to write one of their upstream assets (from
+    that run's start until it wrote the asset, or ended): the table rebuild beside its inputs'
+    re-judge that issue 21 saw fail. A run that reads an input another run already wrote is fine."""
     out = []
     for b, vb in runs.items():
         up = ancestors(obs.deps, vb["assets"])
         for a, va in runs.items():
             if a == b or not (va["start"] and vb["start"]):
                 continue
-            a_end, b_end = va["end"] or time.time(), vb["end"] or time.time()
-            if va["start"] < b_end and vb["start"] < a_end and up & set(va["assets"]):
-                out.append(f"{b[:8]} ({', '.join(vb['assets'])}) ran beside {a[:8]} which rebuilt "
-                           f"{', '.join(sorted(up & set(va['assets'])))}")
+            b_end = vb["end"] or time.time()
+            for x in sorted(up & set(va["assets"])):
+                done = va.get("written", {}).get(x) or va["end"] or time.time()
+                if va["start"] < b_end and vb["start"] < done:
+                    out.append(f"{b[:8]} ({', '.join(vb['assets'])}) ran {vb['start'] - va['start']:+.0f} s after "
+                               f"{a[:8]} started and {done - vb['start']:.0f} s before it wrote {x}")
     return out
 
 
@@ -699,7 +757,13 @@ def main() -> int:
     ap.add_argument("--settle-timeout", type=float, default=1800.0, help="seconds to wait for the automation to settle")
     ap.add_argument("--look-only", action="store_true", help="the pages before the edit only (no edit, no waiting)")
     ap.add_argument("--during-every", type=float, default=240.0, help="seconds between snapshots while runs are active")
+    ap.add_argument("--summarize", type=Path, metavar="OUT", help="print the summary of an earlier walk again")
     args = ap.parse_args()
+    if args.summarize:
+        d = json.loads((args.summarize / "observed.json").read_text(encoding="utf-8"))
+        print(summary(Recorded(d), d["edit_at"], d["edit"], d["views"], d["leftover"], d["notes"],
+                      [tuple(v) for v in d["visits"]]))
+        return 0
     out = args.out or Path(tempfile.mkdtemp(prefix="wse-ui-walk-"))
     out.mkdir(parents=True, exist_ok=True)
     shots = out / "pages"
@@ -762,7 +826,7 @@ def main() -> int:
                 views["right after the edit"] = open_view(work, out, walk, "2-after-edit", started)
                 # while the automation runs, until it settles
                 end = time.monotonic() + args.settle_timeout
-                n, last_snap, why = 0, time.monotonic(), None
+                n, last_snap, why = 0, time.monotonic() - args.during_every + 60, None  # the first 60 s on
                 while time.monotonic() < end:
                     ui.note_tree()
                     why = settled(obs, edit_at)
@@ -794,7 +858,14 @@ def main() -> int:
             leftover += p.leftover
         # anything of ours still alive below this process (a chromium, a dagster child)?
         leftover += [f"child of this script: pid {p} {c}" for p, c in leftovers(descendants(os.getpid()))]
-    text = summary(obs, edit_at, edit, views, leftover, notes, visits) if obs else "(no UI: nothing observed)"
+    if obs is None:
+        print("(no UI: nothing observed)")
+        return 1
+    save_observed(obs, out / "observed.json", edit_at=edit_at, edit=edit, views=views, leftover=leftover,
+                  notes=notes, visits=visits)
+    (out / "timeline-full.txt").write_text("".join(f"{e['ts'] - edit_at:+8.0f} s  {e['text']}\n" for e in obs.events),
+                                           encoding="utf-8")
+    text = summary(obs, edit_at, edit, views, leftover, notes, visits)
     (out / "timeline.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
     print(f"\npages (text + screenshots): {shots}\ntimeline: {out / 'timeline.txt'}\n"
