@@ -822,8 +822,8 @@ def main() -> int:
                         break
                     ui.note_tree()
                     time.sleep(2)
-                walk.ui_pages("2-after-edit", groups)
                 views["right after the edit"] = open_view(work, out, walk, "2-after-edit", started)
+                walk.ui_pages("2-after-edit", groups)
                 # while the automation runs, until it settles
                 end = time.monotonic() + args.settle_timeout
                 n, last_snap, why = 0, time.monotonic() - args.during_every + 60, None  # the first 60 s on
