@@ -62,6 +62,7 @@ EDIT_TEXT = "horizon: 2 → 3"
 IN_SYNC = "in_sync"
 ACTIVE_RUN = {"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "MANAGED", "CANCELING"}
 POLL_S = 5.0
+QUIET_TICK = r"no in_sync verdict changed|no configuration or input-file change"  # ticks with nothing to say
 
 
 def log(msg: str) -> None:
@@ -265,19 +266,20 @@ class Observer(threading.Thread):
         self.join(120)
 
     def poll(self) -> None:
+        asked = time.time()  # check changes are dated by when they were asked for (a poll takes seconds)
         checks = self.gql(CHECKS_Q)["assetNodes"]
         runs = self.gql(RUNS_Q)["runsOrError"]["results"]
         ticks = {s: self.gql(TICKS_Q, {"s": {"repositoryName": self.where["repo"],
                                              "repositoryLocationName": self.where["location"],
                                              "sensorName": s}})["sensorOrError"] for s in SENSORS}
         with self.lock:
-            self._checks(checks)
+            self._checks(checks, asked)
             self._runs(runs)
             for s, data in ticks.items():
                 self._ticks(s, ((data or {}).get("sensorState") or {}).get("ticks") or [])
             self.polls += 1
 
-    def _checks(self, nodes: list[dict]) -> None:
+    def _checks(self, nodes: list[dict], asked: float) -> None:
         for node in nodes:
             asset = "/".join(node["assetKey"]["path"])
             self.groups[asset] = node["groupName"]
@@ -294,11 +296,11 @@ class Observer(threading.Thread):
                 old = self.checks.get(key)
                 self.checks[key] = now
                 if old is None or (old["status"], old["description"]) != (now["status"], now["description"]):
-                    self.history.setdefault(key, []).append((time.time(), now["status"], now["description"]))
+                    self.history.setdefault(key, []).append((asked, now["status"], now["description"]))
                     if old is None and self.polls == 0:
                         continue  # the first poll: the baseline, summarized separately
                     by = "-" if not ex else f"run {now['run'][:8]}" if now["run"] else "sync_status"
-                    self.add(time.time(), f"check {asset} · {c['name']}: {old['status'] if old else '-'} → "
+                    self.add(asked, f"check {asset} · {c['name']}: {old['status'] if old else '-'} → "
                                           f"{now['status']} ({by}){_first_lines(now['description'])}",
                              kind="check", asset=asset, check=c["name"], old=old["status"] if old else None,
                              status=now["status"], by=by, description=now["description"])
@@ -357,6 +359,11 @@ class Observer(threading.Thread):
             elif t["status"] == "SUCCESS":
                 runs = f", {len(t['runIds'])} run(s) requested" if t["runIds"] else ""
                 self.add(t["timestamp"], f"sensor {sensor} tick did something{runs}", kind="tick")
+            elif t["status"] == "SKIPPED" and says_something(t):
+                # a tick that recorded events without requesting a run: Dagster files it as skipped;
+                # its reason is the tooltip of its "0 runs requested" tag in the tick history
+                self.add(t["timestamp"], f"sensor {sensor} tick (skipped, 0 runs): {(t.get('skipReason') or '')[:300]}",
+                         kind="tick")
 
     # -- questions the main loop asks
     def active_runs(self) -> list[str]:
@@ -374,6 +381,12 @@ class Observer(threading.Thread):
     def check(self, asset: str, name: str = "in_sync") -> dict | None:
         with self.lock:
             return self.checks.get((asset, name))
+
+
+def says_something(tick: dict) -> bool:
+    """A skipped tick whose reason is not one of our sensors' "nothing new" (nor empty)."""
+    reason = tick.get("skipReason") or ""
+    return bool(reason) and not re.match(QUIET_TICK, reason)
 
 
 def _first_lines(text: str, n: int = 3) -> str:
@@ -668,9 +681,12 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
     for s in SENSORS:
         ticks = [t for t in obs.ticks[s].values() if t["timestamp"] >= edit_at - 1]
         errored = [t for t in ticks if t["status"] == "FAILURE"]
+        said = [t for t in ticks if t["status"] == "SKIPPED" and says_something(t)]
         L.append(f"sensor {s}: {len(ticks)} ticks after the edit, {len(errored)} errored"
                  + (f" (first: {((errored[0].get('error') or {}).get('message') or '').strip().splitlines()[0][:200]})"
-                    if errored else ""))
+                    if errored else "")
+                 + (f"; {len(said)} skipped tick(s) that recorded something, tick history says: "
+                    + " | ".join(f"\"{(t.get('skipReason') or '')[:160]}\"" for t in said[:3]) if said else ""))
     L.append("what the browser showed (page texts and screenshots in pages/):")
     for phase, name, seen in visits:
         L.append(f"  {phase:14s} {name:34s} {seen[:700]}")
