@@ -12,10 +12,12 @@ The walkthrough a reviewer does by hand, scripted and rerunnable (not a test: it
 4. the edit: `wse.horizon` 2 → 3 written into the folder's `wse.yaml` while the UI runs (the
    `config_observer` sensor records it, `sync_status` reports `in_sync`, `wse_automation` rebuilds);
 5. `wse view` on the trajectory cell, right after the edit and after the rebuild;
-6. a timeline (also `timeline.txt`): every check whose status changed, every run and how it ended
-   (with the failed steps' errors), every sensor tick that did something or errored, what `in_sync`
-   said, whether `wse view` shows the 3-step trajectory, and a check that nothing it started is
-   left running.
+6. a summary (also `timeline.txt`; every change in `timeline-full.txt`, the raw observation in
+   `observed.json`): check status changes, every run and how it ended (with the failed steps'
+   errors), runs that executed while another run had yet to write one of their inputs, every sensor
+   tick that requested runs, errored or recorded something (with the reason the tick history shows),
+   what `in_sync` said, checks that passed having examined nothing, what each page showed, whether
+   `wse view` shows the 3-step trajectory, and whether anything it started is left running.
 
 The timeline's facts come from the webserver's GraphQL API (what the UI pages render), polled every
 few seconds through the same guarded port; the screenshots and page texts are what the browser showed.
@@ -23,6 +25,8 @@ few seconds through the same guarded port; the screenshots and page texts are wh
     python bench/ui_walkthrough.py                          # a fresh quick demo first (~4 min)
     python bench/ui_walkthrough.py --folder /tmp/demo       # a copy of a kept demo folder
     python bench/ui_walkthrough.py --out /tmp/walk --settle-timeout 1800
+    python bench/ui_walkthrough.py --folder /tmp/demo --look-only    # the pages before the edit only
+    python bench/ui_walkthrough.py --summarize /tmp/walk              # print a walk's summary again
 """
 from __future__ import annotations
 
