@@ -131,6 +131,21 @@ def with_automation(objs: list) -> list:
     return out
 
 
+def named(items: list[str], most: int = 5) -> str:
+    """`a, b, c … and 2 more`: sorted, at most `most` named."""
+    items = sorted(items)
+    return ", ".join(items[:most]) + (f" … and {len(items) - most} more" if len(items) > most else "")
+
+
+def recorded_note(events: list) -> str:
+    """A `config_observer` tick's line in the UI's tick history. Dagster files a tick that requested
+    no run as skipped, and without a reason of ours as "Sensor function returned an empty result",
+    even the tick that recorded the edit."""
+    keys = [e.asset_key.to_user_string() + (f"[{e.partition}]" if e.partition else "") for e in events]
+    return (f"recorded {len(keys)} change{'s' if len(keys) != 1 else ''} (no run to request; `{AUTOMATION_SENSOR}` "
+            f"rebuilds what depends on {'them' if len(keys) != 1 else 'it'}): {named(keys)}")
+
+
 def _judge_models(s: Settings) -> dict[str, str | None]:
     """judge config asset -> the judge model it configures (for the run queue's backend tag)."""
     wj = s.wse.consistency_judge or s.wse.richness_judge
@@ -244,7 +259,7 @@ def build_automation(settings: Settings, parts: BenchmarkPartitions, objs: list)
         events = changed_config(context.instance)
         if not events:
             return SkipReason("no configuration or input-file change")
-        return SensorResult(asset_events=events)
+        return SensorResult(asset_events=events, skip_reason=recorded_note(events))
 
     @schedule(name="rejudge_schedule", job_name=ASSET_JOB, cron_schedule=settings.rejudge_cron,
               default_status=DefaultScheduleStatus.RUNNING,

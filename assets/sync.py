@@ -35,7 +35,7 @@ from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, Asse
                      AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus, MetadataValue,
                      SensorEvaluationContext, SensorResult, multi_asset_check, sensor)
 
-from assets.automation import LazyGraph
+from assets.automation import LazyGraph, named
 from wse_platform.dagster_private import AssetCheckEvaluationTargetMaterializationData, AssetGraph
 from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
 
@@ -176,8 +176,17 @@ def build_sensor(graph: LazyGraph):
         seen = json.loads(context.cursor) if context.cursor else {}
         events, state = sync_events(graph.resolved(), context.instance, seen)
         return SensorResult(asset_events=events, cursor=json.dumps(state, sort_keys=True),
-                            skip_reason=None if events else "no in_sync verdict changed")
+                            skip_reason=reported_note(events) if events else "no in_sync verdict changed")
     return sync_status
+
+
+def reported_note(events: Sequence[AssetCheckEvaluation]) -> str:
+    """The tick's line in the UI's tick history: which verdicts it reported (Dagster files a tick that
+    requested no run as skipped, by default "Sensor function returned an empty result")."""
+    failed = [e.asset_key.to_user_string() for e in events if not e.passed]
+    passed = [e.asset_key.to_user_string() for e in events if e.passed]
+    parts = [f"{len(x)} {word}: {named(x)}" for x, word in ((failed, "failed"), (passed, "passed")) if x]
+    return f"reported `{IN_SYNC}` of {len(events)} assets (no run to request): " + "; ".join(parts)
 
 
 def build(objs: list) -> tuple[list, list]:
