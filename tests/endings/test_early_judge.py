@@ -22,6 +22,11 @@ from wse_platform.metrics.endings import whitespace_token_count
 STORIES = [SplitStory.of("s1", TEXT), SplitStory.of("s2", TEXT.replace("Mara", "Jonas"))]
 
 
+def _verdict(call) -> str:
+    """The judge's answer depends on the request, not on the order of calls (early requests come in another order)."""
+    return "Y" if "End A." in "\n".join(m["content"] for m in call.messages) else "N"
+
+
 def _forecast(settings, early: bool, wait: float):
     positions = compute_positions(STORIES, "human:x", whitespace_token_count, 3, "f", "ws")
     judged, held = threading.Event(), []
@@ -32,7 +37,7 @@ def _forecast(settings, early: bool, wait: float):
             held.append(judged.wait(wait))
 
     fb = GatedBackend(lambda call: ["End A.", "End B."], before, namespace="f")
-    jb = GatedBackend({"endings.judge": ["Y", "N"]}, lambda call: judged.set(), namespace="j")
+    jb = GatedBackend(_verdict, lambda call: judged.set(), namespace="j")
     client = LLMClient(settings, backends={"f": fb, "j": jb}, progress=False)
     after = position_judge(client, settings, STORIES, "human:x", "f", 2, None, force=early)
     preds = run_forecasts(client, STORIES, positions, "human:x", "f", 2, settings.endings.forecast_sampling,
@@ -44,7 +49,7 @@ def _forecast(settings, early: bool, wait: float):
 def _judge(settings, positions, preds):
     """`endings_verdicts` from the stored rows (DuckDB round trip); (rows, judge backend calls)."""
     stored = duckdb.connect().from_arrow(pl.DataFrame(preds).to_arrow()).pl().to_dicts()
-    jb = ScriptedBackend({"endings.judge": ["Y", "N"]}, namespace="j")
+    jb = ScriptedBackend(_verdict, namespace="j")
     client = LLMClient(settings, backends={"f": ScriptedBackend({}, namespace="f"), "j": jb}, progress=False)
     rows = run_judging(client, STORIES, positions, stored, settings)
     client.close()
