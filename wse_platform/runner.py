@@ -124,6 +124,8 @@ def get_instance(settings: Settings) -> DagsterInstance:
         if problem := check_files(home):  # before Dagster silently re-creates an emptied file
             raise InstanceBroken(problem)
         try:
+            from wse_platform.instance_sqlite import install
+            install(home)  # cheaper SQLite commits (instance_sqlite.py)
             instance = DagsterInstance.get()
             # touch every storage so that any creation/migration happens here, under the lock
             instance.get_runs(limit=1)
