@@ -31,6 +31,8 @@ KEEP = 8  # run files (one per run) whose holder connection stays open; older on
 _state: dict = {"home": None}
 _held: "OrderedDict[str, sqlite3.Connection]" = OrderedDict()
 _lock = threading.Lock()
+_ours: dict[str, str] = {}  # file name as SQLite reports it -> its real path if under home, else ""
+_reads: dict[str, int] = {}  # reads of the holder connection since it was opened
 
 
 def install(home: str | Path) -> None:
@@ -41,6 +43,7 @@ def install(home: str | Path) -> None:
     root = os.path.realpath(str(home))
     first = _state["home"] is None
     _state["home"] = root + os.sep
+    _ours.clear()
     if first:
         event.listen(Engine, "connect", _on_connect)
 
@@ -53,8 +56,12 @@ def _on_connect(dbapi_connection, connection_record) -> None:
         row = dbapi_connection.execute("PRAGMA database_list").fetchone()
     except sqlite3.Error:
         return
-    path = os.path.realpath(row[2]) if row and row[2] else ""
-    if not path.startswith(home):
+    raw = row[2] if row else ""
+    path = _ours.get(raw)
+    if path is None:  # resolved once per file name
+        real = os.path.realpath(raw) if raw else ""
+        path = _ours[raw] = real if real.startswith(home) else ""
+    if not path:
         return
     dbapi_connection.execute("PRAGMA synchronous=NORMAL")
     _hold(path)
@@ -64,10 +71,12 @@ def _hold(path: str) -> None:
     with _lock:
         if path in _held:
             _held.move_to_end(path)
-            try:  # a file created in rollback mode and switched to WAL since: register as a WAL user
-                _held[path].execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-            except sqlite3.Error:
-                pass
+            if _reads[path] < 2:  # a file Dagster created in rollback mode and switched to WAL in its
+                _reads[path] += 1  # first connection: read again to register as a user of the WAL index
+                try:
+                    _held[path].execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+                except sqlite3.Error:
+                    pass
             return
         try:
             con = sqlite3.connect(path, timeout=30, check_same_thread=False)
@@ -75,9 +84,11 @@ def _hold(path: str) -> None:
         except sqlite3.Error:
             return
         _held[path] = con
+        _reads[path] = 0
         runs = [p for p in _held if _is_run_file(p)]
         for old in runs[: max(0, len(runs) - KEEP)]:
             _held.pop(old).close()
+            _reads.pop(old, None)
 
 
 def _is_run_file(path: str) -> bool:
