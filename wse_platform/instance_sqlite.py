@@ -6,7 +6,8 @@ cell run stores ~110 events, each in the run's own file and, for asset and check
 (`synchronous=FULL`, SQLite's default), and closing the last connection of a file checkpoints the
 WAL and fsyncs again: ~10-20 ms per stored event on this machine, most of a cached cell's time.
 
-`install(home)` (once per process, before the instance opens) does two things through
+`install(home)` (by `runner.execute` and each `--parallel` worker: processes that run; `wse status`
+does not, so the files it stamps are final when it exits) does two things through
 SQLAlchemy's public event API, only for database files under `home`:
 - each new connection runs `PRAGMA synchronous=NORMAL`: the setting SQLite recommends with WAL. A
   commit survives a crash or `kill -9` of the process (it is in the WAL file); only a power loss
@@ -40,10 +41,12 @@ def install(home: str | Path) -> None:
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    root = os.path.realpath(str(home))
+    root = os.path.realpath(str(home)) + os.sep
     first = _state["home"] is None
-    _state["home"] = root + os.sep
-    _ours.clear()
+    if _state["home"] != root:  # another instance (tests): the files of the previous one are let go
+        release()
+        _ours.clear()
+    _state["home"] = root
     if first:
         event.listen(Engine, "connect", _on_connect)
 
@@ -107,3 +110,4 @@ def release() -> None:
     with _lock:
         while _held:
             _held.popitem()[1].close()
+        _reads.clear()
