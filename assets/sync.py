@@ -76,10 +76,12 @@ def verdict(rows: Sequence[CellStatus]) -> tuple[bool, str, dict]:
     return False, "\n".join([head, *(f"- {line}" for line in shown)]), meta
 
 
-def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None) -> dict[str, list[CellStatus]]:
-    """Every materializable asset's status rows (the `wse status` computation, incremental)."""
+def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None,
+                    assets: Sequence[AssetKey] | None = None) -> dict[str, list[CellStatus]]:
+    """Every materializable asset's status rows (the `wse status` computation, incremental); with
+    `assets`, those assets' rows (what is downstream of them is not computed)."""
     out: dict[str, list[CellStatus]] = {}
-    for r in compute_status(graph, instance, only_problems=False, marks=marks):
+    for r in compute_status(graph, instance, only_problems=False, marks=marks, assets=assets):
         out.setdefault(r.asset, []).append(r)
     return out
 
@@ -93,7 +95,9 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
     @multi_asset_check(name="sync_checks", specs=specs, can_subset=True,
                        description="`in_sync` of the assets a run materialized (the `wse status` verdict).")
     def sync_checks(context):
-        rows = status_by_asset(graph.resolved(), context.instance)
+        # only the run's assets and their ancestors: a cell run does not recompute the final tables' status
+        rows = status_by_asset(graph.resolved(), context.instance,
+                               assets=[k.asset_key for k in context.selected_asset_check_keys])
         for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
             passed, description, meta = verdict(rows.get(key.asset_key.to_user_string(), []))
             yield AssetCheckResult(asset_key=key.asset_key, check_name=IN_SYNC, passed=passed,

@@ -170,6 +170,7 @@ _WORKER: dict = {}
 def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
     """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
     import importlib
+    import os
 
     from dagster import DagsterInstance
 
@@ -179,6 +180,8 @@ def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
     target, args = loader
     module, func = target.split(":")
     _WORKER["defs"] = getattr(importlib.import_module(module), func)(*args)
+    from wse_platform.instance_sqlite import install
+    install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
     _WORKER["instance"] = DagsterInstance.get()
 
 

@@ -116,6 +116,7 @@ class RunGuard:
         self._config_changed = config_changed
         self.notes: list[str] = []
         self._lock = threading.RLock()  # runs may finish in several threads at once
+        self._built: set = set()  # (asset key, partition key) found materialized in this command: not asked again
         self._config_records = self._latest_config_records()  # the config versions this command recorded
 
     def _parents(self, key) -> set:
@@ -154,9 +155,13 @@ class RunGuard:
                     continue
                 same = node.partitions_def is not None and node.partitions_def == self.graph.get(key).partitions_def
                 pk = step.partition_key if same else None
+                if (parent, pk) in self._built:  # several assets of the run, or earlier runs, read it
+                    continue
                 found = self.instance.fetch_materializations(
                     AssetRecordsFilter(asset_key=parent, asset_partitions=[pk] if pk else None), limit=1).records
-                if not found:
+                if found:
+                    self._built.add((parent, pk))
+                else:
                     name = parent.to_user_string() + (f"[{pk}]" if pk else "")
                     return (f"not run: it reads {name}, which has never been built; materialize it first "
                             "(or select it too)")
@@ -166,14 +171,13 @@ class RunGuard:
         """Storage id of the latest recorded version of each config asset (`assets.versioning`)."""
         if self.instance is None:
             return {}
-        from dagster import AssetRecordsFilter
 
         from assets.versioning import CONFIG_TAG
-        out = {}
-        for key in self.graph.get_all_asset_keys():
-            if self.graph.get(key).tags.get(CONFIG_TAG) == "true":
-                recs = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1).records
-                out[key] = recs[0].storage_id if recs else None
+        keys = [k for k in self.graph.get_all_asset_keys() if self.graph.get(k).tags.get(CONFIG_TAG) == "true"]
+        out: dict = dict.fromkeys(keys)
+        for record in self.instance.get_asset_records(keys) if keys else []:  # one query for all of them
+            entry = record.asset_entry
+            out[entry.asset_key] = entry.last_materialization_storage_id or None
         return out
 
     def config_recorded_elsewhere(self) -> str | None:

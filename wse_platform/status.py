@@ -177,7 +177,8 @@ def asset_graph(defs: Definitions | AssetGraph) -> AssetGraph:
 
 
 def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, only_problems: bool = True,
-                   use_cache: bool = True, refresh: bool = False, marks: dict | None = None) -> list[CellStatus]:
+                   use_cache: bool = True, refresh: bool = False, marks: dict | None = None,
+                   assets: Iterable[AssetKey] | None = None) -> list[CellStatus]:
     """Status of every materializable asset partition, in topological order.
 
     The stale resolver costs about one event-log query per dependency edge and partition, so the
@@ -187,7 +188,9 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
     definitions — and reuses the saved rows of every other asset. After a config edit, only that
     config's descendants are asked again; with no change, none. `refresh` recomputes every asset
     (and saves the result); `use_cache=False` neither reads nor writes the saved result. `marks`:
-    `event_marks(graph, instance)` if the caller has just read them."""
+    `event_marks(graph, instance)` if the caller has just read them. `assets`: only the rows of these
+    assets are wanted (a run's `in_sync` check): dirty assets that are neither these nor their
+    ancestors are not recomputed (`_only_for`) and are left out of the result."""
     graph = asset_graph(defs)
     cache = Path(instance.root_directory) / STATUS_CACHE if use_cache and instance.root_directory else None
     signatures = _signatures(graph)
@@ -206,14 +209,37 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
         for row in saved["rows"]:
             reuse.setdefault(row.asset, []).append(row)
         only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)
-    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only)
+    dirty, left, saved_rows, saved_marks = _only_for(graph, assets, dirty, reuse, marks)
+    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
             tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
-            tmp.write_text(json.dumps({"format": _CACHE_FORMAT, "signatures": signatures, "marks": marks,
-                                       "rows": [asdict(r) for r in rows]}), encoding="utf-8")
+            tmp.write_text(json.dumps({"format": _CACHE_FORMAT, "signatures": signatures, "marks": saved_marks,
+                                       "rows": [asdict(r) for r in rows + saved_rows]}), encoding="utf-8")
             os.replace(tmp, cache)
     return [r for r in rows if r.status != FRESH or not only_problems]
+
+
+def _only_for(graph, assets: Iterable[AssetKey] | None, dirty: set[AssetKey] | None,
+              reuse: dict[str, list[CellStatus]], marks: dict) -> tuple:
+    """(dirty, left, rows to save for `left`, marks to save) when only `assets` are wanted: `left` =
+    the dirty assets that are not `assets` nor their ancestors (e.g. the final tables, when a cell
+    run checks its cell). They are not computed now; the saved result keeps their old rows with no
+    mark, so the next computation recomputes them in full (as it would have been done now)."""
+    if assets is None:
+        return dirty, set(), [], marks
+    needed: set[AssetKey] = set()
+    frontier = [k for k in assets if graph.has(k)]
+    while frontier:
+        key = frontier.pop()
+        if key not in needed:
+            needed.add(key)
+            frontier.extend(p for p in graph.get(key).parent_keys if graph.has(p))
+    everything = set(graph.toposorted_asset_keys)
+    left = (everything if dirty is None else dirty) - needed
+    saved_marks = {**marks, **{k.to_user_string(): None for k in left}}
+    return (dirty if dirty is not None else everything) - left, left, \
+        [r for k in left for r in reuse.get(k.to_user_string(), [])], saved_marks
 
 
 def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], dirty: set[AssetKey],
@@ -266,9 +292,11 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
 
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
                     reuse: dict[str, list[CellStatus]] | None = None,
-                    only: dict[AssetKey, set[str | None]] | None = None) -> list[CellStatus]:
+                    only: dict[AssetKey, set[str | None]] | None = None,
+                    left: set[AssetKey] = frozenset()) -> list[CellStatus]:
     """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`;
-    of an asset in `only`, only those partitions are recomputed (the others come from `reuse`)."""
+    of an asset in `only`, only those partitions are recomputed (the others come from `reuse`);
+    assets in `left` are skipped (no rows: see `_only_for`)."""
     from wse_platform.status_edits import EditLog, with_edits
 
     resolver, edits = _resolver(graph, instance), EditLog(graph, instance)
@@ -276,7 +304,7 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
     out: list[CellStatus] = []
     for key in graph.toposorted_asset_keys:
         node = graph.get(key)
-        if not node.is_materializable:
+        if not node.is_materializable or key in left:
             continue
         kept = (reuse or {}).get(key.to_user_string())
         if dirty is not None and key not in dirty and kept is not None:
