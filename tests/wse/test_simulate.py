@@ -234,7 +234,7 @@ def test_end_to_end_on_the_embedded_model(tmp_path):
     raw.update(warehouse_path=str(tmp_path / "wh.duckdb"), cache_dir=str(tmp_path / "cache"),
                artifacts_dir=str(tmp_path / "artifacts"))
     raw["wse"].update(horizon=2, n_seeds=1, architectures=["B1"],
-                      consistency_judge={"model": "smollm2", "prompt_version": "v1", "count": 3},
+                      consistency_judge={"model": "smollm2", "prompt_version": "v1", "count": 1},
                       richness_judge={"model": "smollm2", "prompt_version": "v1", "count": 1})
     cfg = tmp_path / "wse.yaml"
     cfg.write_text(yaml.safe_dump(raw), encoding="utf-8")
@@ -260,7 +260,7 @@ def test_end_to_end_on_the_embedded_model(tmp_path):
     tc = wh.table("wse_trajectory_consistency")
     assert tc.height == 1 and tc["length"].item() == L
     verdicts = wh.table("wse_consistency_verdicts")
-    assert verdicts.height == 3 * tc["judged_steps"].item()
+    assert verdicts.height == tc["judged_steps"].item()   # one judge: panels on the embedded model are test_panel.py's
     rich = wh.table("wse_richness_verdicts")
     assert rich.height == (1 if L >= 1 else 0)
     calls = wh.query("SELECT role, count(*) n FROM llm_calls GROUP BY role")
