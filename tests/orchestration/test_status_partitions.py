@@ -49,3 +49,37 @@ def test_a_cell_run_recomputes_that_cell_only(monkeypatch):
             {("verdict", "b"): "stale", ("table", None): "stale"}
         assert rows == status.compute_status(defs, instance, only_problems=False, use_cache=False)
         assert AssetKey("cell") in defs.resolve_asset_graph().get(AssetKey("verdict")).parent_keys
+
+
+def test_a_cell_runs_check_leaves_the_tables_for_the_next_computation(monkeypatch):
+    """A run's `in_sync` check computes the status of the run's assets (and their ancestors) only.
+    
+    A cell run's check recomputed the final tables downstream of the cell too (they turn dirty with
+    every cell run), which was most of the check's cost per cell (bench/cell_overhead.py, issue 24
+    item 3). Now what is downstream of the run's assets is left for the next computation (`wse status`,
+    the sensor, the tables' own run), which recomputes it: the answers stay those of a full computation."""
+    defs = Definitions(assets=[cell, verdict, table])
+    with instance_for_test() as instance:
+        for pk in CELLS.get_partition_keys():
+            materialize([cell, verdict], instance=instance, partition_key=pk)
+        materialize([table], instance=instance, selection=[table])
+        assert status.compute_status(defs, instance) == []          # saved report: everything fresh
+
+        asked: list[tuple[str, str | None]] = []
+        real = status._status_of
+        monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
+                            asked.append((key.to_user_string(), pk)) or real(graph, resolver, inst, seen, key, pk,
+                                                                                 *rest))
+        materialize([cell, verdict], instance=instance, partition_key="b")   # a cell run ...
+        rows = status.compute_status(defs, instance, only_problems=False,      # ... and its check
+                                     assets=[AssetKey("cell"), AssetKey("verdict")])
+        assert sorted(asked) == [("cell", "b"), ("verdict", "b")]           # not the table
+        full = status.compute_status(defs, instance, only_problems=False, use_cache=False)
+        assert rows == [r for r in full if r.asset in ("cell", "verdict")]
+        assert {(r.asset, r.partition): r.status for r in full if r.status != "fresh"} == {("table", None): "stale"}
+
+        asked.clear()  # the next computation (wse status, the sensor) recomputes the table, and only it
+        assert status.compute_status(defs, instance, only_problems=False) == full
+        assert asked == [("table", None)]
+        assert status.compute_status(defs, instance, only_problems=False) == full  # saved again
+        assert asked == [("table", None)]
