@@ -29,6 +29,15 @@ def table() -> None:
     return None
 
 
+def _record_asked(monkeypatch) -> list[tuple[str, str | None]]:
+    """The (asset, partition) pairs the status computation asks Dagster's stale resolver about."""
+    asked: list[tuple[str, str | None]] = []
+    real = status._status_of
+    monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
+                        asked.append((key.to_user_string(), pk)) or real(graph, resolver, inst, seen, key, pk, *rest))
+    return asked
+
+
 def test_a_cell_run_recomputes_that_cell_only(monkeypatch):
     defs = Definitions(assets=[cell, verdict, table])
     with instance_for_test() as instance:
@@ -37,11 +46,7 @@ def test_a_cell_run_recomputes_that_cell_only(monkeypatch):
         materialize([table], instance=instance, selection=[table])
         assert status.compute_status(defs, instance) == []          # saved report: everything fresh
 
-        asked: list[tuple[str, str | None]] = []
-        real = status._status_of
-        monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
-                            asked.append((key.to_user_string(), pk)) or real(graph, resolver, inst, seen, key, pk,
-                                                                                 *rest))
+        asked = _record_asked(monkeypatch)
         materialize([cell], instance=instance, partition_key="b", selection=[cell])
         rows = status.compute_status(defs, instance, only_problems=False)
         assert sorted(asked) == [("cell", "b"), ("table", None), ("verdict", "b")]
@@ -65,11 +70,7 @@ def test_a_cell_runs_check_leaves_the_tables_for_the_next_computation(monkeypatc
         materialize([table], instance=instance, selection=[table])
         assert status.compute_status(defs, instance) == []          # saved report: everything fresh
 
-        asked: list[tuple[str, str | None]] = []
-        real = status._status_of
-        monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
-                            asked.append((key.to_user_string(), pk)) or real(graph, resolver, inst, seen, key, pk,
-                                                                                 *rest))
+        asked = _record_asked(monkeypatch)
         materialize([cell, verdict], instance=instance, partition_key="b")   # a cell run ...
         rows = status.compute_status(defs, instance, only_problems=False,      # ... and its check
                                      assets=[AssetKey("cell"), AssetKey("verdict")])
