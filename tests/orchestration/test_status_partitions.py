@@ -29,8 +29,13 @@ def table() -> None:
     return None
 
 
-def _record_asked(monkeypatch) -> list[tuple[str, str | None]]:
-    """The (asset, partition) pairs the status computation asks Dagster's stale resolver about."""
+def _all_built_then_record(defs, instance, monkeypatch) -> list[tuple[str, str | None]]:
+    """Every cell and the table built and reported fresh; then the (asset, partition) pairs the status
+    computation asks Dagster's stale resolver about."""
+    for pk in CELLS.get_partition_keys():
+        materialize([cell, verdict], instance=instance, partition_key=pk)
+    materialize([table], instance=instance, selection=[table])
+    assert status.compute_status(defs, instance) == []          # saved report: everything fresh
     asked: list[tuple[str, str | None]] = []
     real = status._status_of
     monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
@@ -41,12 +46,7 @@ def _record_asked(monkeypatch) -> list[tuple[str, str | None]]:
 def test_a_cell_run_recomputes_that_cell_only(monkeypatch):
     defs = Definitions(assets=[cell, verdict, table])
     with instance_for_test() as instance:
-        for pk in CELLS.get_partition_keys():
-            materialize([cell, verdict], instance=instance, partition_key=pk)
-        materialize([table], instance=instance, selection=[table])
-        assert status.compute_status(defs, instance) == []          # saved report: everything fresh
-
-        asked = _record_asked(monkeypatch)
+        asked = _all_built_then_record(defs, instance, monkeypatch)
         materialize([cell], instance=instance, partition_key="b", selection=[cell])
         rows = status.compute_status(defs, instance, only_problems=False)
         assert sorted(asked) == [("cell", "b"), ("table", None), ("verdict", "b")]
@@ -65,12 +65,7 @@ def test_a_cell_runs_check_leaves_the_tables_for_the_next_computation(monkeypatc
     the sensor, the tables' own run), which recomputes it: the answers stay those of a full computation."""
     defs = Definitions(assets=[cell, verdict, table])
     with instance_for_test() as instance:
-        for pk in CELLS.get_partition_keys():
-            materialize([cell, verdict], instance=instance, partition_key=pk)
-        materialize([table], instance=instance, selection=[table])
-        assert status.compute_status(defs, instance) == []          # saved report: everything fresh
-
-        asked = _record_asked(monkeypatch)
+        asked = _all_built_then_record(defs, instance, monkeypatch)
         materialize([cell, verdict], instance=instance, partition_key="b")   # a cell run ...
         rows = status.compute_status(defs, instance, only_problems=False,      # ... and its check
                                      assets=[AssetKey("cell"), AssetKey("verdict")])
