@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS ncp_turns (
     node_assessment_json    VARCHAR,    -- {node_id, trigger_occurred, key_delta_occurred, ambiguous, evidence, advanced}
     commitment_status_json  VARCHAR,    -- {updates, rejected, statuses: {c_N: {status, evidence, turn}}}
     ledger_snapshot_json    VARCHAR,    -- every fact after the turn: {id, content, active, added_turn, negated_turn}
-    memory_json             VARCHAR,    -- memory narrator: summary written this turn + memory layout
+    memory_json             VARCHAR,    -- memory narrator (HiAgent): the memory layout shown this turn, its summaries (requested per prompt), the tokenizer
     outcome                 VARCHAR,    -- termination decided at this turn, else NULL
     invalid_role            VARCHAR,
     llm_call_ids            VARCHAR[]   -- llm_calls.call_id of every call made for this turn
