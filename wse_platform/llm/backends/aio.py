@@ -1,5 +1,5 @@
-"""The one background asyncio loop of the HTTP backends (async clients must stay on one loop), and
-the batch runner both use on it."""
+"""The one background asyncio loop of the HTTP backends (async clients must stay on one loop), the
+batch runner both use on it, and what their chat-completion responses for one call add up to."""
 from __future__ import annotations
 
 import asyncio
@@ -37,3 +37,42 @@ def run_batch(calls: Sequence[Any], on_result: Callable[[int, Any], None] | None
         return list(await asyncio.gather(*(run(i, c) for i, c in enumerate(calls))))
 
     return asyncio.run_coroutine_threadsafe(batch(), background_loop()).result()
+
+
+class Got:
+    """What one or more chat-completion responses for one call returned (samples, finish reasons,
+    reasoning, tokens; the endpoint and cost where the backend knows them)."""
+
+    __slots__ = ("texts", "finish", "reasoning", "tokens_in", "tokens_out", "reasoning_tokens", "endpoint", "cost")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.finish: list[str | None] = []
+        self.reasoning: list[str | None] = []
+        self.tokens_in = self.tokens_out = 0
+        self.reasoning_tokens: int | None = None
+        self.endpoint: str | None = None
+        self.cost: float | None = 0.0
+
+    def add(self, more: "Got") -> None:
+        """One more single-sample response (a server that ignored or rejected `n`)."""
+        self.texts += more.texts[:1]
+        self.finish += more.finish[:1]
+        self.reasoning += more.reasoning[:1]
+        self.tokens_in = self.tokens_in or more.tokens_in
+        self.tokens_out += more.tokens_out
+        if more.reasoning_tokens is not None:
+            self.reasoning_tokens = (self.reasoning_tokens or 0) + more.reasoning_tokens
+        self.endpoint = self.endpoint or more.endpoint
+        self.cost = None if self.cost is None or more.cost is None else self.cost + more.cost
+
+    def meta(self, n: int) -> dict[str, Any]:
+        """The response metadata of the first `n` samples."""
+        meta: dict[str, Any] = {"finish_reasons": self.finish[:n]}
+        if any(self.reasoning[:n]):
+            meta["reasoning"] = self.reasoning[:n]
+        if self.reasoning_tokens is not None:
+            meta["reasoning_tokens"] = self.reasoning_tokens
+        if self.endpoint:
+            meta["endpoint"] = self.endpoint
+        return meta

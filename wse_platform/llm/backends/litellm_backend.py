@@ -28,7 +28,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from wse_platform.llm.backends.aio import run_batch
+from wse_platform.llm.backends.aio import Got, run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
 from wse_platform.redact import redact_text, redact_url
@@ -213,23 +213,16 @@ class LiteLLMBackend(Backend):
             except self.litellm.BadRequestError:
                 if call.n == 1:
                     raise
-                got = _Got()  # provider rejects n: one request per sample
+                got = Got()  # provider rejects n: one request per sample
             for k in range(len(got.texts), call.n):  # some servers ignore n: fill the missing samples
                 got.add(await self._request(dict(kwargs, n=1, seed=sample_seed(call.seed, k)), call.model_id))
         except Exception as err:  # after retries: a failed response, never an exception
             return BackendResponse(error=self._scrub(f"{type(err).__name__}: {err}"),
                                    latency_s=time.monotonic() - t0, infrastructure=classify(err, self.litellm))
-        meta: dict[str, Any] = {"finish_reasons": got.finish[: call.n]}
-        if any(got.reasoning[: call.n]):
-            meta["reasoning"] = got.reasoning[: call.n]
-        if got.reasoning_tokens is not None:
-            meta["reasoning_tokens"] = got.reasoning_tokens
-        if got.endpoint:
-            meta["endpoint"] = got.endpoint
         return BackendResponse(texts=got.texts[: call.n], tokens_in=got.tokens_in, tokens_out=got.tokens_out,
-                               latency_s=time.monotonic() - t0, cost_usd=got.cost, meta=meta)
+                               latency_s=time.monotonic() - t0, cost_usd=got.cost, meta=got.meta(call.n))
 
-    async def _request(self, kwargs: dict[str, Any], model_id: str) -> "_Got":
+    async def _request(self, kwargs: dict[str, Any], model_id: str) -> Got:
         self.n_calls += 1
         # timeout_s bounds each attempt from connect to last byte (httpx's own timeout is per read:
         # a server trickling one byte at a time never trips it); the whole request is bounded by
@@ -241,7 +234,7 @@ class LiteLLMBackend(Backend):
             raise self.litellm.Timeout(message=f"no complete answer within {budget:g} s (timeout_s="
                                        f"{self.timeout_s:g} per attempt)", model=model_id,
                                        llm_provider="litellm") from None
-        got = _Got()
+        got = Got()
         for c in resp.choices:
             got.texts.append(c.message.content or "")
             got.finish.append(getattr(c, "finish_reason", None))
@@ -262,27 +255,3 @@ class LiteLLMBackend(Backend):
                 cost = None
         got.cost = None if cost is None else float(cost)
         return got
-
-
-class _Got:
-    """What one or more provider responses for one call returned."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.finish: list[str | None] = []
-        self.reasoning: list[str | None] = []
-        self.tokens_in = self.tokens_out = 0
-        self.reasoning_tokens: int | None = None
-        self.endpoint: str | None = None
-        self.cost: float | None = 0.0
-
-    def add(self, more: "_Got") -> None:
-        self.texts += more.texts[:1]
-        self.finish += more.finish[:1]
-        self.reasoning += more.reasoning[:1]
-        self.tokens_in = self.tokens_in or more.tokens_in
-        self.tokens_out += more.tokens_out
-        if more.reasoning_tokens is not None:
-            self.reasoning_tokens = (self.reasoning_tokens or 0) + more.reasoning_tokens
-        self.endpoint = self.endpoint or more.endpoint
-        self.cost = None if self.cost is None or more.cost is None else self.cost + more.cost

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from wse_platform.llm.backends import pricing
-from wse_platform.llm.backends.aio import run_batch
+from wse_platform.llm.backends.aio import Got, run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
 from wse_platform.llm.limiter import limiter_for
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
@@ -162,7 +162,7 @@ class OpenAIHTTPBackend(Backend):
             except _Failed as err:
                 if call.n == 1 or err.infrastructure or err.retry or err.final:
                     raise
-                got = _Got()  # the server rejects n: one request per sample
+                got = Got()  # the server rejects n: one request per sample
             for k in range(len(got.texts), call.n):  # some servers ignore n: fill the missing samples
                 got.add(await self._request(dict(body, n=1, seed=sample_seed(call.seed, k)), headers))
         except LookupError as err:
@@ -170,16 +170,12 @@ class OpenAIHTTPBackend(Backend):
         except _Failed as err:
             return BackendResponse(error=self._scrub(str(err)), latency_s=time.monotonic() - t0,
                                    infrastructure=err.infrastructure)
-        meta: dict[str, Any] = {"finish_reasons": got.finish[: call.n], "endpoint": redact_url(self.endpoints[0])}
-        if any(got.reasoning[: call.n]):
-            meta["reasoning"] = got.reasoning[: call.n]
-        if got.reasoning_tokens is not None:
-            meta["reasoning_tokens"] = got.reasoning_tokens
+        got.endpoint = redact_url(self.endpoints[0])
         return BackendResponse(texts=got.texts[: call.n], tokens_in=got.tokens_in, tokens_out=got.tokens_out,
                                latency_s=time.monotonic() - t0,
-                               cost_usd=pricing.cost(self.model.model_id, got.tokens_in, got.tokens_out), meta=meta)
+                               cost_usd=pricing.cost(self.model.model_id, got.tokens_in, got.tokens_out), meta=got.meta(call.n))
 
-    async def _request(self, body: dict[str, Any], headers: dict[str, str]) -> "_Got":
+    async def _request(self, body: dict[str, Any], headers: dict[str, str]) -> Got:
         last: _Failed | None = None
         for k in range(self.max_retries + 1):
             if k:
@@ -201,7 +197,7 @@ class OpenAIHTTPBackend(Backend):
         raise _Failed(f"{last} (after {self.max_retries} retries)", retry=False, final=True,
                       infrastructure=last.infrastructure)  # still refused: no server there
 
-    async def _once(self, body: dict[str, Any], headers: dict[str, str]) -> "_Got":
+    async def _once(self, body: dict[str, Any], headers: dict[str, str]) -> Got:
         import httpx
         pool = self._client()
         self._busy[pool] += 1
@@ -239,7 +235,7 @@ class OpenAIHTTPBackend(Backend):
             kind = resp.headers.get("content-type", "?")
             raise _Failed(f"BadResponse: status 200 but not a chat completion ({type(err).__name__}: {err}; "
                           f"content-type {kind}): {resp.text[:120]!r}", retry=True) from err
-        return _Got.parse(data)
+        return _parse(data)
 
 
 def _refused(err: BaseException) -> bool:
@@ -256,39 +252,18 @@ def _refused(err: BaseException) -> bool:
     return False
 
 
-class _Got:
-    """What one or more chat-completion responses for one call returned."""
-
-    __slots__ = ("texts", "finish", "reasoning", "tokens_in", "tokens_out", "reasoning_tokens")
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-        self.finish: list[str | None] = []
-        self.reasoning: list[str | None] = []
-        self.tokens_in = self.tokens_out = 0
-        self.reasoning_tokens: int | None = None
-
-    @classmethod
-    def parse(cls, data: dict[str, Any]) -> "_Got":
-        got = cls()
-        for c in data["choices"]:
-            msg = c.get("message") or {}
-            got.texts.append(msg.get("content") or "")
-            got.finish.append(c.get("finish_reason"))
-            got.reasoning.append(msg.get("reasoning_content") or msg.get("reasoning") or None)
-        usage = data.get("usage") or {}
-        got.tokens_in = int(usage.get("prompt_tokens") or 0)
-        got.tokens_out = int(usage.get("completion_tokens") or 0)
-        details = usage.get("completion_tokens_details") or {}
-        if details.get("reasoning_tokens") is not None:
-            got.reasoning_tokens = int(details["reasoning_tokens"])
-        return got
-
-    def add(self, more: "_Got") -> None:
-        self.texts += more.texts[:1]
-        self.finish += more.finish[:1]
-        self.reasoning += more.reasoning[:1]
-        self.tokens_in = self.tokens_in or more.tokens_in
-        self.tokens_out += more.tokens_out
-        if more.reasoning_tokens is not None:
-            self.reasoning_tokens = (self.reasoning_tokens or 0) + more.reasoning_tokens
+def _parse(data: dict[str, Any]) -> Got:
+    """A chat-completion JSON body -> its samples, finish reasons, reasoning and token counts."""
+    got = Got()
+    for c in data["choices"]:
+        msg = c.get("message") or {}
+        got.texts.append(msg.get("content") or "")
+        got.finish.append(c.get("finish_reason"))
+        got.reasoning.append(msg.get("reasoning_content") or msg.get("reasoning") or None)
+    usage = data.get("usage") or {}
+    got.tokens_in = int(usage.get("prompt_tokens") or 0)
+    got.tokens_out = int(usage.get("completion_tokens") or 0)
+    details = usage.get("completion_tokens_details") or {}
+    if details.get("reasoning_tokens") is not None:
+        got.reasoning_tokens = int(details["reasoning_tokens"])
+    return got
