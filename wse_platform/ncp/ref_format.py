@@ -122,14 +122,7 @@ def system_history(history: Sequence[Exchange]) -> str:
 def narrator_system_history(history: Sequence[Exchange]) -> str:
     """The reference narrators' record: the visible transcript re-read line by line, keeping the
     opening's non-empty lines (stripped) and, of each turn, the first line of the system response."""
-    visible: list[str] = []
-    for ex in history:
-        if ex.player is None:
-            visible += ["Opening:", ex.narrator or "(No opening narrative)"]
-        else:
-            visible += [f"Turn {ref_turn(ex)}:", f"- Player: {ex.player or '(None)'}",
-                        f"- System: {ex.narrator or '(None)'}"]
-    text = "\n".join(visible).strip()
+    text = player_history(history).strip()
     if not text or text == "(The story has just begun)":
         return "(No prior system responses)"
     lines, chunks, i = text.splitlines(), [], 0
