@@ -52,10 +52,13 @@ class InjectingServer:
                 try:
                     if server.delay_s:
                         time.sleep(server.delay_s)
-                    self._answer(r, body)
                 finally:
+                    # held until its answer starts to go out: once the bytes are out the client may free
+                    # its slot and send the next request before this thread runs again, so counting down
+                    # after the write would count a finished request as still in flight
                     with server._lock:
                         server.in_flight -= 1
+                self._answer(r, body)
 
             def _answer(self, r: dict[str, Any], body: dict[str, Any]) -> None:
                 fault = r.get("fault")
