@@ -51,6 +51,9 @@ def dagster_yaml(settings: Settings) -> str:
                 for name, m in sorted(settings.models.items()) if m.backend in settings.concurrency]
     doc = {
         "telemetry": {"enabled": False},
+        # Dagster's SQLite event log (same files), one engine per file and process (dagster_private.py)
+        "event_log_storage": {"module": "wse_platform.dagster_private", "class": "ReusedEngineSqliteEventLogStorage",
+                              "config": {"base_dir": str(Path(settings.dagster_home).absolute() / "history" / "runs")}},
         "run_monitoring": {"enabled": True, "start_timeout_seconds": 180, "max_resume_run_attempts": 0,
                            "poll_interval_seconds": 60},
         "run_coordinator": {
