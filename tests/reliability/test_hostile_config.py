@@ -55,7 +55,7 @@ def test_generated_dagster_yaml_keeps_any_name_a_value_and_runs_nothing(tmp_path
     hostile = settings.model_copy(update={"models": {name: settings.models["smollm2"]}})  # no validation
     home = ensure_dagster_home(hostile)
     doc = yaml.safe_load((home / "dagster.yaml").read_text())
-    assert set(doc) == {"telemetry", "run_monitoring", "run_coordinator"}
+    assert set(doc) == {"telemetry", "event_log_storage", "run_monitoring", "run_coordinator"}
     limits = doc["run_coordinator"]["config"]["tag_concurrency_limits"]
     assert {"key": "dagster/partition/model", "value": name, "limit": 1} in limits
     instance = DagsterInstance.from_config(str(home))
