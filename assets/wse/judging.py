@@ -37,14 +37,16 @@ JUDGE_DEPS = ["wse_trajectory_steps", "wse_trajectories", "wse_episode_seeds", "
 
 
 def cell_trajectories(wh, model: str, arch: str):
-    """The stored trajectories of one cell, rebuilt for judging (blinded views are made later)."""
-    trajs = wh.table("wse_trajectories", {"model": model, "arch": arch})
-    if not trajs.height:
-        raise ValueError(f"wse_trajectories has no rows for model={model!r}, arch={arch!r}: "
-                         "materialize wse_trajectory_steps for this cell first")
-    steps = wh.query("SELECT seed_id, step, player_option, narrative, new_day FROM wse_trajectory_steps "
-                     "WHERE model = ? AND arch = ?", [model, arch])
-    seeds = {s.seed_id: s for s in stored_seeds(wh)}
+    """The stored trajectories of one cell, rebuilt for judging (blinded views are made later).
+    One warehouse connection for the three reads (each open reads the catalog)."""
+    with wh.held():
+        trajs = wh.table("wse_trajectories", {"model": model, "arch": arch})
+        if not trajs.height:
+            raise ValueError(f"wse_trajectories has no rows for model={model!r}, arch={arch!r}: "
+                             "materialize wse_trajectory_steps for this cell first")
+        steps = wh.query("SELECT seed_id, step, player_option, narrative, new_day FROM wse_trajectory_steps "
+                         "WHERE model = ? AND arch = ?", [model, arch])
+        seeds = {s.seed_id: s for s in stored_seeds(wh)}
     return judged_trajectories(steps, trajs, seeds), trajs
 
 
@@ -125,17 +127,19 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             model, arch = cell_of(context.partition_key)
             wh = warehouse.get()
             judge_id = judge.judge_id(CONSISTENCY_ROLE)
-            trajs = wh.table("wse_trajectories", {"model": model, "arch": arch})
-            votes = wh.table("wse_consistency_verdicts", {"model": model, "arch": arch, "judge_config_id": judge_id})
-            steps, per_traj = consistency_tables_from_verdicts(votes, trajs, judge)
-            key = {"model": model, "arch": arch, "judge_config_id": judge_id}
-            yield _keyed("wse_consistency_steps", write_table(
-                wh, "wse_consistency_steps", steps, key=key,
-                extra_metadata={"majorities": MetadataValue.json(_counts(steps, "majority"))}))
-            yield _keyed("wse_trajectory_consistency", write_table(
-                wh, "wse_trajectory_consistency", per_traj, key=key, extra_metadata={
-                    "first_contradictions": int(per_traj["first_contradiction"].is_not_null().sum()),
-                    "censored_no_majority": int(per_traj["censored_at"].is_not_null().sum())}))
+            with wh.held():  # two reads and two writes on one connection; results yielded after it closes
+                trajs = wh.table("wse_trajectories", {"model": model, "arch": arch})
+                votes = wh.table("wse_consistency_verdicts", {"model": model, "arch": arch, "judge_config_id": judge_id})
+                steps, per_traj = consistency_tables_from_verdicts(votes, trajs, judge)
+                key = {"model": model, "arch": arch, "judge_config_id": judge_id}
+                results = [_keyed("wse_consistency_steps", write_table(
+                    wh, "wse_consistency_steps", steps, key=key,
+                    extra_metadata={"majorities": MetadataValue.json(_counts(steps, "majority"))})),
+                    _keyed("wse_trajectory_consistency", write_table(
+                        wh, "wse_trajectory_consistency", per_traj, key=key, extra_metadata={
+                            "first_contradictions": int(per_traj["first_contradiction"].is_not_null().sum()),
+                            "censored_no_majority": int(per_traj["censored_at"].is_not_null().sum())}))]
+            yield from results
 
         out += [wse_consistency_verdicts, wse_consistency_aggregates]
 
