@@ -31,6 +31,7 @@ from dagster._core.definitions.resource_annotation import get_resource_args
 from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME as INDEX_SHARD
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 from dagster._time import get_current_datetime
 
@@ -63,7 +64,25 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, base_dir: str, inst_data=None):
         self._engines: "OrderedDict[str, tuple[object, object]]" = OrderedDict()
+        self._present: set[tuple[str, str]] = set()  # index columns and completed data migrations seen
         super().__init__(base_dir, inst_data=inst_data)
+
+    # Dagster asks these before most index queries (a schema inspection or a query each time). Columns
+    # and completed migrations are only ever added, so a "yes" is remembered (until the index file is
+    # replaced); a "no" is asked again.
+    def has_asset_key_col(self, column_name: str) -> bool:
+        return self._remember(("column", column_name), super().has_asset_key_col)
+
+    def has_secondary_index(self, name: str) -> bool:
+        return self._remember(("migration", name), super().has_secondary_index)
+
+    def _remember(self, fact: tuple[str, str], ask) -> bool:
+        if fact in self._present:
+            return True
+        if ask(fact[1]):
+            self._present.add(fact)
+            return True
+        return False
 
     @classmethod
     def from_config_value(cls, inst_data, config_value):
@@ -86,6 +105,8 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
             if engine is not None and file_id != self._file_id(shard):
                 engine.dispose()  # the file was replaced or removed: connect to what is at the path now
                 engine = None
+                if shard == INDEX_SHARD:
+                    self._present.clear()
             if engine is None:
                 engine = create_engine(self.conn_string_for_shard(shard), poolclass=QueuePool, pool_size=1,
                                        max_overflow=2, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS,

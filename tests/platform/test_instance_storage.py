@@ -104,3 +104,25 @@ def test_writes_of_another_process_are_seen_and_a_replaced_file_is_followed(tmp_
     assert instance.get_latest_materialization_event(AssetKey("b")) is not None
     assert instance.get_latest_materialization_event(AssetKey("c")) is None
     instance.dispose()
+
+
+def test_index_columns_and_completed_migrations_are_asked_once(tmp_path, monkeypatch):
+    """Dagster checks a data migration or an index column before most index queries; a "yes" does not
+    change, so it is asked once per process, not before every query."""
+    instance = _instance(tmp_path, monkeypatch)
+    assert materialize([thing, thing_is_one], instance=instance).success
+    asked: list[str] = []
+
+    def spy(conn, cursor, statement, parameters, context, executemany):
+        if "secondary_indexes" in statement or "table_info" in statement.lower():
+            asked.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", spy)
+    try:
+        for _ in range(20):
+            assert instance.get_latest_materialization_event(AssetKey("thing")) is not None
+            instance.get_asset_records([AssetKey("thing")])
+    finally:
+        event.remove(Engine, "before_cursor_execute", spy)
+    instance.dispose()
+    assert len(asked) <= 4, f"{len(asked)} schema/migration questions in 20 rounds of queries"
