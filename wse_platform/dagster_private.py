@@ -6,7 +6,8 @@ the materialization a runless check evaluation targets (`assets/sync.py`),
 the data-version tag and provenance reader, resource/context introspection for config source
 assets, the implicit asset job name, the workspace origin a CLI run needs to be re-executable
 from the UI, and the SQLite event log storage's per-query connection (`SqliteEventLogStorage._connect`,
-overridden by `ReusedEngineSqliteEventLogStorage`, named in the generated `dagster.yaml`). `tests/platform/test_dagster_private.py` imports every name, so a Dagster upgrade
+overridden by `ReusedEngineSqliteEventLogStorage`, named in the generated `dagster.yaml`).
+`tests/platform/test_dagster_private.py` imports every name, so a Dagster upgrade
 that moves one fails loudly there instead of deep inside a run.
 """
 from __future__ import annotations
@@ -29,9 +30,9 @@ from dagster._core.definitions.observe import observe
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
 from dagster._core.definitions.resource_annotation import get_resource_args
 from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME as INDEX_SHARD
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME as INDEX_SHARD
 from dagster._core.workspace.load_target import WorkspaceFileTarget
 from dagster._time import get_current_datetime
 
@@ -41,7 +42,6 @@ try:  # the threshold Dagster uses; fall back to its documented value
     )
 except ImportError:  # pragma: no cover
     PARTITION_THRESHOLD = 100
-
 
 
 class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
@@ -132,7 +132,8 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
 __all__ = [
     "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
-    "PARTITION_THRESHOLD", "RemoteJobOrigin", "ReusedEngineSqliteEventLogStorage", "RemoteRepositoryOrigin", "SINGLETON_REPOSITORY_NAME", "StaleStatus",
+    "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "ReusedEngineSqliteEventLogStorage",
+    "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "observe",
 ]
