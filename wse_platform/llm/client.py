@@ -124,6 +124,7 @@ class LLMClient:
         # given here, it holds for every model; else each model's `max_attempts` (default MAX_ATTEMPTS)
         self.max_attempts = max_attempts
         self._backends: dict[str, Backend] = dict(backends or {})
+        self._built: list[Backend] = []   # backends this client made (closed with it; injected ones are not)
         self._models: dict[str, ResolvedModel] = {}
         self._cache: ResponseCache | None = None
         self._records: list[dict[str, Any]] = []
@@ -357,6 +358,11 @@ class LLMClient:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+        for backend in self._built:   # e.g. the HTTP connections kept alive to a server
+            try:
+                backend.close()
+            except Exception as err:  # noqa: BLE001 - everything is stored; a connection left open is harmless
+                log.warning("closing the %s backend: %s", backend.name, err)
 
     def __del__(self) -> None:  # a client dropped without close: what is not stored stays for the next run
         journal = getattr(self, "_journal", None)
@@ -385,6 +391,7 @@ class LLMClient:
                                   bool(getattr(cfg, "allow_input_truncation", False)), cfg.max_attempts)
             if name not in self._backends:
                 self._backends[name] = make_backend(name, cfg, self.settings)
+                self._built.append(self._backends[name])
         self._models[name] = model
         return model
 
