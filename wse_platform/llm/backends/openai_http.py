@@ -94,6 +94,7 @@ class OpenAIHTTPBackend(Backend):
         self._http: Any = None          # the aiohttp session, made on the loop that uses it
         self._http_loop: Any = None
         self._closer: Any = None
+        self._proxy: str | None = None  # HTTP(S)_PROXY / NO_PROXY, read when the session is made (as httpx did)
 
     def cache_namespace(self) -> str:  # identical to LiteLLMBackend's: the cache is shared by both paths
         return f"litellm:fr:{self.mode}" + (f":reasoning={self.reasoning}" if self.reasoning else "")
@@ -111,8 +112,11 @@ class OpenAIHTTPBackend(Backend):
             if self.base.startswith("https:"):
                 import httpx   # the CA bundle the httpx-based path used (certifi's), one context per backend
                 ssl = httpx.create_ssl_context()
-            connector = aiohttp.TCPConnector(limit=self.max_concurrency + 4, ssl=ssl)
+            # idle connections are dropped after 4 s, before servers drop theirs (uvicorn, i.e. vLLM: 5 s),
+            # so a request is rarely sent on a connection the server is closing
+            connector = aiohttp.TCPConnector(limit=self.max_concurrency + 4, ssl=ssl, keepalive_timeout=4.0)
             self._http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+            self._proxy = _env_proxy(self.base)
             self._http_loop = loop
             if self._closer is not None:
                 self._closer.detach()
@@ -190,7 +194,8 @@ class OpenAIHTTPBackend(Backend):
         """One exchange; the session's total timeout (timeout_s) bounds it from connect to last byte."""
         import aiohttp
         try:
-            async with self._session().post(self.url, data=_dumps(body), headers=headers) as resp:
+            session = self._session()
+            async with session.post(self.url, data=_dumps(body), headers=headers, proxy=self._proxy) as resp:
                 status, content = resp.status, await resp.read()
         except aiohttp.ClientConnectorError as err:   # refused, no route, DNS: before anything was sent
             raise _Failed(f"APIConnectionError: cannot connect to {self.base}: {err}", retry=True,
@@ -214,6 +219,16 @@ class OpenAIHTTPBackend(Backend):
             raise _Failed(f"BadResponse: status 200 but not a chat completion ({type(err).__name__}: {err}; "
                           f"content-type {resp.headers.get('content-type', '?')}): {text(120)!r}", retry=True) from err
         return _parse(data)
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTP_PROXY / HTTPS_PROXY / ALL_PROXY, minus NO_PROXY)."""
+    import urllib.request
+    parts = urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass_environment(parts.hostname):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    return proxies.get(parts.scheme) or proxies.get("all") or None
 
 
 def _dumps(body: dict[str, Any]) -> bytes:
