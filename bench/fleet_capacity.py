@@ -10,7 +10,7 @@ and the Dagster runs share the same cores. This bench measures each part's CPU p
   raw     the raw `openai.AsyncOpenAI` client with the same requests, 256 in flight: its CPU per call
           (the reference: nothing validated, cached or recorded) and the server's
   client  our `LLMClient.complete_many` (the fleet bench's model config: litellm backend on
-          `hosted_vllm/`: the direct aiohttp path, cache on as in the bench, records into a DuckDB warehouse) against the same
+          `hosted_vllm/`: the direct aiohttp path, cache on as in the bench, records into DuckDB in the batches a Dagster run writes) against the same
           instant server, 256 in flight: calls/s end to end, the client's CPU per call
           (time.process_time) and the server's
 
@@ -162,8 +162,9 @@ def run_client(calls: int, in_flight: int) -> dict:
                                        "warehouse_path": str(tmp / "wh.duckdb"),
                                        "concurrency": {"embedded": 1, "litellm": 8, "vllm": 1}})
         wh = Warehouse(settings.warehouse)
+        from resources.llm import FLUSH_EVERY, FLUSH_INTERVAL_S   # the batches a Dagster run's client writes
         client = LLMClient(settings, progress=False, record_sink=lambda rows: write_call_records(wh, rows),
-                           flush_every=200, flush_interval_s=2.0)
+                           flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
 
         def reqs(n: int, tag: str) -> list[LLMRequest]:
             return [LLMRequest(role="wse.story_agent", model="fleet", messages=messages(i) + [
