@@ -20,6 +20,7 @@ result and the next run asks again. Failed, empty or filtered answers are never 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import threading
@@ -51,6 +52,7 @@ MAX_ATTEMPTS = 3
 STORE_EVERY, STORE_INTERVAL_S = 64, 1.0  # answers journaled but not yet in the cache (see _settle)
 JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everything in it is stored and it is this big
 CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
+_shown_endpoint = functools.lru_cache(maxsize=256)(redact_url)   # per call; the same few endpoints each time
 
 
 def usable(value: dict[str, Any]) -> bool:
@@ -601,7 +603,7 @@ class LLMClient:
             "prompt_truncated_tokens": int(meta.get("prompt_truncated_tokens") or 0),
             "reasoning": "\n\n---\n\n".join(thoughts) if thoughts else None,
             "reasoning_tokens": meta.get("reasoning_tokens"),
-            "endpoint": redact_url(meta.get("endpoint")),   # no credential of a URL is stored
+            "endpoint": _shown_endpoint(meta.get("endpoint")),   # no credential of a URL is stored
         }
         with self._lock:
             if self._sink is not None:

@@ -74,6 +74,7 @@ class OpenAIHTTPBackend(Backend):
         self.mode = structured_mode(model, pricing.supports_response_schema)
         self.base = model.api_bases[0].rstrip("/")
         self.endpoints = [model.api_bases[0]]
+        self._shown = redact_url(self.endpoints[0])   # the endpoint as recorded (no credential)
         parts = urlsplit(self.base)
         self._setup_error = None
         if parts.username or parts.password:
@@ -165,7 +166,7 @@ class OpenAIHTTPBackend(Backend):
         except _Failed as err:
             return BackendResponse(error=scrub(self.model, str(err)), latency_s=time.monotonic() - t0,
                                    infrastructure=err.infrastructure)
-        got.endpoint = redact_url(self.endpoints[0])
+        got.endpoint = self._shown
         return BackendResponse(texts=got.texts[: call.n], tokens_in=got.tokens_in, tokens_out=got.tokens_out,
                                latency_s=time.monotonic() - t0,
                                cost_usd=pricing.cost(self.model.model_id, got.tokens_in, got.tokens_out), meta=got.meta(call.n))
