@@ -216,7 +216,7 @@ def main() -> None:
         slow.close()
     print(f"latency run (0.2 s per answer, 32 in flight, 200 calls): raw {raw_s:.2f} s, ours {ours_s:.2f} s "
           f"(ideal {200 / 32 * 0.2:.2f} s)")
-    direct = import_time("import wse_platform.llm.client, wse_platform.llm.backends.openai_http, httpx")
+    direct = import_time("import wse_platform.llm.client, wse_platform.llm.backends.openai_http, aiohttp")
     lite = import_time("import wse_platform.llm.client, wse_platform.llm.backends.litellm_backend as b; b._litellm()")
     base = import_time("pass")
     print(f"import of the LLM path (fresh interpreter, median of 3, minus {base:.2f} s for python itself): "

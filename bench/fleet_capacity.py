@@ -7,8 +7,10 @@ and the Dagster runs share the same cores. This bench measures each part's CPU p
   server  `bench/fleet_server.py` with an instant service (median 1 ms) driven by a minimal aiohttp
           load generator (64 in flight): calls/s, and the server process's CPU per call
           (/proc/<pid>/stat, user + system), with a WSE Story Agent JSON schema in every request
+  raw     the raw `openai.AsyncOpenAI` client with the same requests, 256 in flight: its CPU per call
+          (the reference: nothing validated, cached or recorded) and the server's
   client  our `LLMClient.complete_many` (the fleet bench's model config: litellm backend on
-          `hosted_vllm/`, cache on as in the bench, records into a DuckDB warehouse) against the same
+          `hosted_vllm/`: the direct aiohttp path, cache on as in the bench, records into DuckDB in the batches a Dagster run writes) against the same
           instant server, 256 in flight: calls/s end to end, the client's CPU per call
           (time.process_time) and the server's
 
@@ -103,6 +105,45 @@ def run_server(calls: int) -> dict:
             "server_cpu_ms_per_call": round(1000 * server / calls, 2)}
 
 
+def run_raw_client(calls: int, in_flight: int) -> dict:
+    """The raw `openai.AsyncOpenAI` client, `in_flight` requests at once, the same bodies: the reference
+    for our client's CPU per call (nothing validated, cached or recorded)."""
+    import openai
+
+    proc, port = start_server(1024)
+    try:
+        schema = story_schema()
+        fmt = {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}
+
+        async def drive(n: int, tag: str) -> float:
+            client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="no-key", max_retries=0,
+                                        timeout=600.0)
+            sem = asyncio.Semaphore(in_flight)
+
+            async def one(i: int) -> None:
+                async with sem:
+                    r = await client.chat.completions.create(
+                        model="fleet", messages=messages(i) + [{"role": "user", "content": f"{tag} {i}"}],
+                        max_tokens=256, temperature=0.7, response_format=fmt)
+                    json.loads(r.choices[0].message.content)
+            t = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(n)))
+            wall = time.perf_counter() - t
+            await client.close()
+            return wall
+
+        asyncio.run(drive(64, "warm"))
+        c0, s0 = time.process_time(), proc_cpu(proc.pid)
+        wall = asyncio.run(drive(calls, "run"))
+        mine, server = time.process_time() - c0, proc_cpu(proc.pid) - s0
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"part": "raw openai client + server", "calls": calls, "in_flight": in_flight, "wall_s": round(wall, 2),
+            "calls_per_s": round(calls / wall), "client_cpu_ms_per_call": round(1000 * mine / calls, 2),
+            "server_cpu_ms_per_call": round(1000 * server / calls, 2)}
+
+
 def run_client(calls: int, in_flight: int) -> dict:
     from wse_platform.config import settings_from_dict
     from wse_platform.llm import LLMClient
@@ -121,8 +162,9 @@ def run_client(calls: int, in_flight: int) -> dict:
                                        "warehouse_path": str(tmp / "wh.duckdb"),
                                        "concurrency": {"embedded": 1, "litellm": 8, "vllm": 1}})
         wh = Warehouse(settings.warehouse)
+        from resources.llm import FLUSH_EVERY, FLUSH_INTERVAL_S   # the batches a Dagster run's client writes
         client = LLMClient(settings, progress=False, record_sink=lambda rows: write_call_records(wh, rows),
-                           flush_every=200, flush_interval_s=2.0)
+                           flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
 
         def reqs(n: int, tag: str) -> list[LLMRequest]:
             return [LLMRequest(role="wse.story_agent", model="fleet", messages=messages(i) + [
@@ -152,8 +194,12 @@ def main() -> int:
     print(json.dumps({"load_average": os.getloadavg(), "cores": os.cpu_count()}), flush=True)
     server = run_server(args.calls)
     print(json.dumps(server), flush=True)
+    raw = run_raw_client(args.calls, args.in_flight)
+    print(json.dumps(raw), flush=True)
     client = run_client(args.calls, args.in_flight)
     print(json.dumps(client), flush=True)
+    print(json.dumps({"ours_over_raw_client_cpu": round(client["client_cpu_ms_per_call"]
+                                                        / raw["client_cpu_ms_per_call"], 2)}), flush=True)
     per_call = client["client_cpu_ms_per_call"] + client["server_cpu_ms_per_call"]
     cores = os.cpu_count() or 1
     print(json.dumps({"ceiling_calls_per_s_on_idle_cores": round(1000 * cores / per_call),

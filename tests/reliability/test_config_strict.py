@@ -80,8 +80,9 @@ def test_shipped_config_and_its_commented_examples_use_known_options():
 
 def test_every_option_a_backend_reads_is_allowed():
     """The allowed sets stay in step with the backends: each `extra.get("k")`/`extra["k"]` is listed."""
-    files = {"embedded": "embedded.py", "litellm": "litellm_backend.py", "vllm": "vllm_backend.py"}
-    for backend, name in files.items():
+    files = [("embedded", "embedded.py"), ("litellm", "litellm_backend.py"), ("vllm", "vllm_backend.py"),
+             ("litellm", "openai_http.py"), ("litellm", "chat_request.py")]   # the direct path, the shared request
+    for backend, name in files:
         src = (REPO / "wse_platform" / "llm" / "backends" / name).read_text()
         read = set(re.findall(r"extra(?:\.get\(|\[)\s*\"(\w+)\"", src))
         missing = read - BACKEND_OPTIONS[backend]

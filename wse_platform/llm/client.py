@@ -20,6 +20,7 @@ result and the next run asks again. Failed, empty or filtered answers are never 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import threading
@@ -51,6 +52,7 @@ MAX_ATTEMPTS = 3
 STORE_EVERY, STORE_INTERVAL_S = 64, 1.0  # answers journaled but not yet in the cache (see _settle)
 JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everything in it is stored and it is this big
 CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
+_shown_endpoint = functools.lru_cache(maxsize=256)(redact_url)   # per call; the same few endpoints each time
 
 
 def usable(value: dict[str, Any]) -> bool:
@@ -124,6 +126,7 @@ class LLMClient:
         # given here, it holds for every model; else each model's `max_attempts` (default MAX_ATTEMPTS)
         self.max_attempts = max_attempts
         self._backends: dict[str, Backend] = dict(backends or {})
+        self._built: list[Backend] = []   # backends this client made (closed with it; injected ones are not)
         self._models: dict[str, ResolvedModel] = {}
         self._cache: ResponseCache | None = None
         self._records: list[dict[str, Any]] = []
@@ -357,6 +360,11 @@ class LLMClient:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+        for backend in self._built:   # e.g. the HTTP connections kept alive to a server
+            try:
+                backend.close()
+            except Exception as err:  # noqa: BLE001 - everything is stored; a connection left open is harmless
+                log.warning("closing the %s backend: %s", backend.name, err)
 
     def __del__(self) -> None:  # a client dropped without close: what is not stored stays for the next run
         journal = getattr(self, "_journal", None)
@@ -385,6 +393,7 @@ class LLMClient:
                                   bool(getattr(cfg, "allow_input_truncation", False)), cfg.max_attempts)
             if name not in self._backends:
                 self._backends[name] = make_backend(name, cfg, self.settings)
+                self._built.append(self._backends[name])
         self._models[name] = model
         return model
 
@@ -594,7 +603,7 @@ class LLMClient:
             "prompt_truncated_tokens": int(meta.get("prompt_truncated_tokens") or 0),
             "reasoning": "\n\n---\n\n".join(thoughts) if thoughts else None,
             "reasoning_tokens": meta.get("reasoning_tokens"),
-            "endpoint": redact_url(meta.get("endpoint")),   # no credential of a URL is stored
+            "endpoint": _shown_endpoint(meta.get("endpoint")),   # no credential of a URL is stored
         }
         with self._lock:
             if self._sink is not None:

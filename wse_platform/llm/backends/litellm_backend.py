@@ -13,16 +13,12 @@ no reachable server are infrastructure failures (the client fails the run); 429,
 read from the environment variable the config names; it is checked before every call and
 never logged, cached or written.
 
-Structured outputs (`extra.structured_output`): "json_schema" (OpenAI-style
-`response_format`), "json_object_schema" (`{"type": "json_object", "schema": ...}`,
-as llama.cpp's server accepts) or "prompt" (schema in the prompt, then parse). The
-default is "json_schema" where litellm says the model supports it (and for
-`hosted_vllm/`), else "prompt". Closed choices are always asked for in the prompt.
+The request body, the structured-output mode (here with litellm's own `supports_response_schema`),
+the key lookup and the scrubbing of error texts are shared with the direct path (chat_request.py).
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -30,15 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends.aio import Got, run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
+from wse_platform.llm.backends.chat_request import api_key, build_kwargs, scrub, structured_mode
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
-from wse_platform.redact import redact_text, redact_url
+from wse_platform.redact import redact_url
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
 
 log = logging.getLogger("wse_platform.llm")
-
-_MIN_P_PROVIDERS = ("openai/", "hosted_vllm/", "openrouter/", "together_ai/", "fireworks_ai/")
 
 
 def _litellm() -> Any:
@@ -47,58 +42,6 @@ def _litellm() -> Any:
     litellm.suppress_debug_info = True
     litellm.telemetry = False
     return litellm
-
-
-def structured_mode(model: "ModelConfig", litellm: Any) -> str:
-    mode = model.extra.get("structured_output")
-    if mode is not None:
-        if mode not in ("json_schema", "json_object_schema", "prompt"):
-            raise ValueError(f"models.{model.model_id}.extra.structured_output: {mode!r} is not one of "
-                             "json_schema, json_object_schema, prompt")
-        return mode
-    if model.model_id.startswith("hosted_vllm/") or litellm.supports_response_schema(model=model.model_id):
-        return "json_schema"
-    return "prompt"
-
-
-def with_instruction(messages: list[dict[str, str]], instruction: str) -> list[dict[str, str]]:
-    """Append an output instruction to the system message (adding one if there is none)."""
-    out = [dict(m) for m in messages]
-    if out and out[0].get("role") == "system":
-        out[0]["content"] = out[0].get("content", "") + "\n\n" + instruction
-    else:
-        out.insert(0, {"role": "system", "content": instruction})
-    return out
-
-
-def build_kwargs(call: BackendCall, mode: str, model_id: str) -> dict[str, Any]:
-    """litellm.acompletion arguments for one call (no credentials: those are added per call)."""
-    s = call.sampling
-    messages = call.messages
-    kwargs: dict[str, Any] = {"model": model_id, "n": call.n, "seed": call.seed}
-    if call.json_schema is not None:
-        name = str(call.json_schema.get("title") or "output")[:64]
-        if mode == "json_schema":
-            kwargs["response_format"] = {"type": "json_schema",
-                                         "json_schema": {"name": name, "schema": call.json_schema}}
-        elif mode == "json_object_schema":
-            kwargs["response_format"] = {"type": "json_object", "schema": call.json_schema}
-        else:
-            messages = with_instruction(messages, "Reply with only one JSON object (no prose, no code fence) "
-                                        "valid against this JSON schema:\n" + json.dumps(call.json_schema))
-    elif call.choices is not None:
-        messages = with_instruction(messages, "Reply with exactly one of: " + ", ".join(call.choices)
-                                    + ". Nothing else.")
-    kwargs["messages"] = messages
-    for key in ("temperature", "top_p", "max_tokens"):
-        if getattr(s, key) is not None:
-            kwargs[key] = getattr(s, key)
-    if s.min_p is not None:
-        if model_id.startswith(_MIN_P_PROVIDERS):
-            kwargs["extra_body"] = {"min_p": s.min_p}
-        else:
-            log.debug("min_p is not supported by %s; not sent", model_id)
-    return kwargs
 
 
 _INFRA_ERRORS = ("AuthenticationError", "PermissionDeniedError", "NotFoundError", "APIConnectionError")
@@ -133,7 +76,7 @@ class LiteLLMBackend(Backend):
     def __init__(self, model: "ModelConfig", max_concurrency: int = 8):
         self.model = model
         self.litellm = _litellm()
-        self.mode = structured_mode(model, self.litellm)
+        self.mode = structured_mode(model, lambda m: self.litellm.supports_response_schema(model=m))
         self.endpoints: list[str] = list(getattr(model, "api_bases", None) or
                                          ([model.api_base] if isinstance(model.api_base, str) else []))
         self.per_endpoint: int | None = getattr(model, "endpoint_concurrency", None)
@@ -158,17 +101,10 @@ class LiteLLMBackend(Backend):
 
     # ---- credentials: checked per call, never logged ---------------------------------------
     def _key(self) -> str | None:
-        if not self.model.api_key_env:
-            return "no-key" if self.endpoints else None  # OpenAI-compatible local servers need some key
-        key = os.environ.get(self.model.api_key_env)
-        if not key:
-            raise LookupError(f"environment variable {self.model.api_key_env} (API key for "
-                              f"{self.model.model_id}) is not set")
-        return key
+        return api_key(self.model, "no-key" if self.endpoints else None)
 
     def _scrub(self, text: str) -> str:
-        key = os.environ.get(self.model.api_key_env) if self.model.api_key_env else None
-        return redact_text(text.replace(key, "***") if key else text) or text
+        return scrub(self.model, text)
 
     def router(self) -> Any:
         """The litellm Router over this model's endpoints (built on first use, on the loop)."""

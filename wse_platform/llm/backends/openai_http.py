@@ -1,11 +1,17 @@
 """The direct path to ONE OpenAI-compatible server (vLLM, llama.cpp, SGLang...): `/chat/completions`
-over httpx, without litellm.
+over aiohttp, without litellm.
 
 Used for `backend: litellm` models whose `model_id` is `openai/...` or `hosted_vllm/...` with a
 single `api_base` and no `router` options: litellm adds nothing there (no provider translation,
 no routing) but costs ~5 ms of CPU per call and seconds of import. Everything else (API
 providers, several endpoints behind a Router) stays on litellm (litellm_backend.py). Both send
-the same request body and share the cache namespace, so switching paths keeps the cache.
+the same request body and share the cache namespace (chat_request.py), so switching paths keeps
+the cache.
+
+Transport: one aiohttp session per backend on the LLM loop (aio.py), at most the endpoint limit + 4
+connections kept alive, closed with the client. On httpx our client spent 3.5 ms of CPU per call at
+256 in flight (httpcore's pool re-scans its connections on every event), on aiohttp 1.1 ms
+(bench/fleet_capacity.py, idle machine). https uses httpx's CA bundle (certifi), as before.
 
 Per attempt: one slot of the endpoint's cross-process limiter (limiter.py) is held, and
 `timeout_s` is a deadline for the whole exchange (connect to last byte): a server that sends
@@ -21,18 +27,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from wse_platform.llm.backends import pricing
 from wse_platform.llm.backends.aio import Got, run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
+from wse_platform.llm.backends.chat_request import api_key, build_kwargs, scrub, structured_mode
 from wse_platform.llm.limiter import limiter_for
 from wse_platform.llm.reasoning import litellm_kwargs as reasoning_kwargs
-from wse_platform.redact import redact_text, redact_url
+from wse_platform.redact import redact_url
 
 if TYPE_CHECKING:
     from wse_platform.config import ModelConfig
@@ -43,26 +50,12 @@ PREFIXES = ("openai/", "hosted_vllm/")
 _RETRY_STATUS = {408, 409, 425, 429}
 _INFRA_STATUS = {401, 403, 404}
 _MAX_RETRY_AFTER_S = 30.0
-POOL_CONNECTIONS = 32   # connections per httpx pool (see OpenAIHTTPBackend._client)
 
 
 def is_direct(model: "ModelConfig") -> bool:
     """True when the model is one OpenAI-compatible server that the direct path can serve."""
     return (model.model_id.startswith(PREFIXES) and len(model.api_bases) == 1
             and not dict(getattr(model, "router", None) or {}))
-
-
-def structured_mode(model: "ModelConfig") -> str:
-    """The same default litellm_backend.structured_mode picks (the cache namespace depends on it)."""
-    mode = model.extra.get("structured_output")
-    if mode is not None:
-        if mode not in ("json_schema", "json_object_schema", "prompt"):
-            raise ValueError(f"models.{model.model_id}.extra.structured_output: {mode!r} is not one of "
-                             "json_schema, json_object_schema, prompt")
-        return mode
-    if model.model_id.startswith("hosted_vllm/") or pricing.supports_response_schema(model.model_id):
-        return "json_schema"
-    return "prompt"
 
 
 class _Failed(Exception):
@@ -76,13 +69,12 @@ class OpenAIHTTPBackend(Backend):
     name = "litellm"  # the config's backend kind (llm_calls.backend); the path is an implementation detail
 
     def __init__(self, model: "ModelConfig", max_concurrency: int = 8):
-        from wse_platform.llm.backends.litellm_backend import build_kwargs  # light: litellm is imported lazily
-
-        self._build_kwargs = build_kwargs
         self.model = model
-        self.mode = structured_mode(model)
+        # the same default the litellm path picks from the same model map (the cache namespace depends on it)
+        self.mode = structured_mode(model, pricing.supports_response_schema)
         self.base = model.api_bases[0].rstrip("/")
         self.endpoints = [model.api_bases[0]]
+        self._shown = redact_url(self.endpoints[0])   # the endpoint as recorded (no credential)
         parts = urlsplit(self.base)
         self._setup_error = None
         if parts.username or parts.password:
@@ -100,46 +92,50 @@ class OpenAIHTTPBackend(Backend):
         self._extra = reasoning_kwargs(model.model_id, self.reasoning, self.endpoints)
         self.limiter = limiter_for(self.base, self.max_concurrency)
         self.n_calls = 0
-        self._http: Any = None
+        self._http: Any = None          # the aiohttp session, made on the loop that uses it
+        self._http_loop: Any = None
+        self._closer: Any = None
+        self._proxy: str | None = None  # HTTP(S)_PROXY / NO_PROXY, read when the session is made (as httpx did)
 
     def cache_namespace(self) -> str:  # identical to LiteLLMBackend's: the cache is shared by both paths
         return f"litellm:fr:{self.mode}" + (f":reasoning={self.reasoning}" if self.reasoning else "")
 
     def _headers(self) -> dict[str, str]:
-        if self.model.api_key_env:
-            key = os.environ.get(self.model.api_key_env)
-            if not key:
-                raise LookupError(f"environment variable {self.model.api_key_env} (API key for "
-                                  f"{self.model.model_id}) is not set")
-        else:
-            key = "no-key"
-        return {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        return {"Authorization": f"Bearer {api_key(self.model)}", "Content-Type": "application/json"}
 
-    def _scrub(self, text: str) -> str:
-        key = os.environ.get(self.model.api_key_env) if self.model.api_key_env else None
-        return redact_text(text.replace(key, "***") if key else text)
+    def _session(self) -> Any:
+        """This backend's aiohttp session on the running loop (made on first use; at most the endpoint
+        limit + 4 connections, kept alive)."""
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._http_loop is not loop or self._http.closed:
+            import aiohttp
+            ssl: Any = True   # aiohttp's default verification
+            if self.base.startswith("https:"):
+                import httpx   # the CA bundle the httpx-based path used (certifi's), one context per backend
+                ssl = httpx.create_ssl_context()
+            # idle connections are dropped after 4 s, before servers drop theirs (uvicorn, i.e. vLLM: 5 s),
+            # so a request is rarely sent on a connection the server is closing
+            connector = aiohttp.TCPConnector(limit=self.max_concurrency + 4, ssl=ssl, keepalive_timeout=4.0)
+            self._http = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+            self._proxy = _env_proxy(self.base)
+            self._http_loop = loop
+            if self._closer is not None:
+                self._closer.detach()
+            self._closer = weakref.finalize(self, _close_session, self._http, loop)
+        return self._http
 
-    def _client(self) -> Any:
-        """The least busy of ceil((limit + 4) / POOL_CONNECTIONS) connection pools: httpcore assigns queued
-        requests to connections in O(requests x connections) per event, which at 256 in flight in one pool
-        cost more CPU than the rest of the call (bench/fleet_capacity.py)."""
-        if self._http is None:
-            import httpx
-            n = max(1, -(-(self.max_concurrency + 4) // POOL_CONNECTIONS))
-            size = -(-(self.max_concurrency + 4) // n)
-            tls = httpx.create_ssl_context()   # one TLS context for all pools (building one loads the CA bundle)
-            self._http = [httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), verify=tls,
-                                            limits=httpx.Limits(max_connections=size, max_keepalive_connections=size))
-                          for _ in range(n)]
-            self._busy = [0] * n
-        return min(range(len(self._http)), key=self._busy.__getitem__)
+    def close(self) -> None:
+        """Close the session's connections (a later call opens a new one)."""
+        if self._closer is not None:
+            self._closer()
+            self._closer = self._http = self._http_loop = None
 
     # ---- batch -----------------------------------------------------------------------------
     def generate(self, calls: list[BackendCall], on_result: OnResult | None = None) -> list[BackendResponse]:
         return run_batch(calls, on_result, self._call)   # each attempt holds an endpoint slot (_request)
 
     def _body(self, call: BackendCall) -> dict[str, Any]:
-        body = self._build_kwargs(call, self.mode, self.model.model_id)
+        body = build_kwargs(call, self.mode, self.model.model_id)
         body["model"] = self.wire_model
         extra = dict(body.pop("extra_body", None) or {})
         for k, v in self._extra.items():
@@ -168,9 +164,9 @@ class OpenAIHTTPBackend(Backend):
         except LookupError as err:
             return BackendResponse(error=str(err), latency_s=time.monotonic() - t0, infrastructure=True)
         except _Failed as err:
-            return BackendResponse(error=self._scrub(str(err)), latency_s=time.monotonic() - t0,
+            return BackendResponse(error=scrub(self.model, str(err)), latency_s=time.monotonic() - t0,
                                    infrastructure=err.infrastructure)
-        got.endpoint = redact_url(self.endpoints[0])
+        got.endpoint = self._shown
         return BackendResponse(texts=got.texts[: call.n], tokens_in=got.tokens_in, tokens_out=got.tokens_out,
                                latency_s=time.monotonic() - t0,
                                cost_usd=pricing.cost(self.model.model_id, got.tokens_in, got.tokens_out), meta=got.meta(call.n))
@@ -186,56 +182,85 @@ class OpenAIHTTPBackend(Backend):
             try:
                 async with self.limiter.slot():
                     self.n_calls += 1
-                    return await asyncio.wait_for(self._once(body, headers), self.timeout_s)
+                    return await self._once(body, headers)
             except _Failed as err:
                 if not err.retry:
                     raise
                 last = err
-            except asyncio.TimeoutError:
-                last = _Failed(f"Timeout: no complete answer within timeout_s={self.timeout_s:g} s", retry=True)
         assert last is not None
         raise _Failed(f"{last} (after {self.max_retries} retries)", retry=False, final=True,
                       infrastructure=last.infrastructure)  # still refused: no server there
 
     async def _once(self, body: dict[str, Any], headers: dict[str, str]) -> Got:
-        import httpx
-        pool = self._client()
-        self._busy[pool] += 1
+        """One exchange; the session's total timeout (timeout_s) bounds it from connect to last byte."""
+        import aiohttp
         try:
-            resp = await self._http[pool].post(self.url, json=body, headers=headers)
-        except (httpx.ConnectError, ConnectionRefusedError) as err:
-            refused = _refused(err)
+            session = self._session()
+            async with session.post(self.url, data=_dumps(body), headers=headers, proxy=self._proxy) as resp:
+                status, content = resp.status, await resp.read()
+        except aiohttp.ClientConnectorError as err:   # refused, no route, DNS: before anything was sent
             raise _Failed(f"APIConnectionError: cannot connect to {self.base}: {err}", retry=True,
-                          infrastructure=refused) from err
-        except httpx.TimeoutException as err:
-            raise _Failed(f"Timeout: {type(err).__name__} after timeout_s={self.timeout_s:g} s", retry=True) from err
-        except httpx.HTTPError as err:
+                          infrastructure=_refused(err)) from err
+        except asyncio.TimeoutError as err:
+            raise _Failed(f"Timeout: no complete answer within timeout_s={self.timeout_s:g} s", retry=True) from err
+        except aiohttp.ClientError as err:
             raise _Failed(f"APIConnectionError: {type(err).__name__}: {err}", retry=True) from err
-        finally:
-            self._busy[pool] -= 1
-        status = resp.status_code
+        text = lambda n: content[:n].decode("utf-8", "replace")   # noqa: E731
         if status != 200:
-            detail = resp.text[:300]
-            retry_after = None
-            if resp.headers.get("retry-after"):
-                try:
-                    retry_after = float(resp.headers["retry-after"])
-                except ValueError:
-                    retry_after = None
             if status in _INFRA_STATUS:
-                raise _Failed(f"HTTP {status} from {self.base}: {detail}", retry=False, infrastructure=True)
-            raise _Failed(f"HTTP {status} from {self.base}: {detail}", retry=status in _RETRY_STATUS or status >= 500,
-                          retry_after=retry_after)
+                raise _Failed(f"HTTP {status} from {self.base}: {text(300)}", retry=False, infrastructure=True)
+            raise _Failed(f"HTTP {status} from {self.base}: {text(300)}", retry=status in _RETRY_STATUS or status >= 500,
+                          retry_after=_seconds(resp.headers.get("retry-after")))
         try:
-            data = json.loads(resp.content)
+            data = json.loads(content)
             choices = data["choices"]
             if not isinstance(choices, list) or not choices:
                 raise ValueError("no choices")
         except (ValueError, KeyError, TypeError) as err:
-            kind = resp.headers.get("content-type", "?")
             raise _Failed(f"BadResponse: status 200 but not a chat completion ({type(err).__name__}: {err}; "
-                          f"content-type {kind}): {resp.text[:120]!r}", retry=True) from err
+                          f"content-type {resp.headers.get('content-type', '?')}): {text(120)!r}", retry=True) from err
         return _parse(data)
+
+
+def _env_proxy(url: str) -> str | None:
+    """The proxy the environment names for `url` (HTTP_PROXY / HTTPS_PROXY / ALL_PROXY, minus NO_PROXY)."""
+    import urllib.request
+    parts = urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass_environment(parts.hostname):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    return proxies.get(parts.scheme) or proxies.get("all") or None
+
+
+def _dumps(body: dict[str, Any]) -> bytes:
+    """The JSON body as httpx and the openai SDK send it (compact, UTF-8; NaN is refused)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _seconds(value: str | None) -> float | None:
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def _close_session(session: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """Close an aiohttp session from any thread (a backend's finalizer or close())."""
+    if session.closed or loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        loop.create_task(session.close())
+        return
+    fut = asyncio.run_coroutine_threadsafe(session.close(), loop)
+    if loop.is_running():
+        try:
+            fut.result(timeout=2)
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
 
 
 def _refused(err: BaseException) -> bool:
