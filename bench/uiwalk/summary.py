@@ -68,6 +68,7 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
         if a in said:
             L.append(f"  what in_sync said on {a}:")
             L += [f"    {line}" for line in said[a].splitlines()[:6]]
+    L += gaps(obs, edit_at, wse)
     bad_pass = sorted(f"{a} · {c}" for (a, c), v in obs.checks.items() if v["status"] == "SUCCEEDED" and v["n_checked"] == 0)
     L.append(f"checks passed having examined nothing (n_checked 0): {', '.join(bad_pass) or 'none'}")
     def at_edit(key):
@@ -119,6 +120,29 @@ def summary(obs: Observer, edit_at: float, edit: str, views: dict, leftover: lis
         L.append(f"GraphQL polls that failed (slow webserver): {len(obs.errors)}; first: {obs.errors[0][:200]}")
     L += notes
     return "\n".join(L)
+
+
+GAPS = {"NONE": "no evaluation of the newest materialization", "IN_PROGRESS": "\"Running\" (a run's planned evaluation, no text)",
+        "SKIPPED": "\"Skipped\""}
+
+
+def gaps(obs, edit_at: float, assets: list[str]) -> list[str]:
+    """Issue 21's windows: how long (as polled, every few seconds) each asset's `in_sync` showed no
+    evaluation of its newest materialization, "Running" with no text, or "Skipped", after the edit."""
+    end = max([edit_at, *(ts for h in obs.history.values() for ts, _, _ in h)])
+    out = ["in_sync windows after the edit (polled; a window is from the poll that saw it to the next change):"]
+    for status, what in GAPS.items():
+        per = {}
+        for a in assets:
+            h = obs.history.get((a, IN_SYNC), [])
+            spans = [(ts, (h[i + 1][0] if i + 1 < len(h) else end)) for i, (ts, st, _) in enumerate(h) if st == status]
+            spans = [(max(t0, edit_at), t1) for t0, t1 in spans if t1 > edit_at]
+            if spans:
+                per[a] = spans
+        out.append(f"  {what}: " + ("never" if not per else "; ".join(
+            f"{a} {len(sp)}x, {sum(t1 - t0 for t0, t1 in sp):.0f} s (longest {max(t1 - t0 for t0, t1 in sp):.0f} s)"
+            for a, sp in sorted(per.items()))))
+    return out
 
 
 STATE = ("events", "checks", "history", "runs", "ticks", "failures", "deps", "groups", "errors")
