@@ -146,17 +146,19 @@ def with_own_check(objs: list, graph: LazyGraph) -> list:
     return out
 
 
-def _reported_by_run(instance, key: AssetKey, run_id: str) -> AssetCheckEvaluation | None:
-    """The evaluation the asset's step hook reported in this run, if it is the latest one and
-    checked the asset's newest materialization."""
-    record = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, IN_SYNC))
-    ev = record.evaluation if record is not None else None
-    target = ev.target_materialization_data if isinstance(ev, AssetCheckEvaluation) else None
-    if target is None or target.run_id != run_id:
-        return None
-    latest = instance.get_asset_records([key])
-    newest = latest[0].asset_entry.last_materialization_storage_id if latest else None
-    return ev if newest == target.storage_id else None
+def _reported_by_run(instance, keys: Sequence[AssetKey], run_id: str) -> dict[AssetKey, AssetCheckEvaluation]:
+    """The evaluations the assets' step hooks reported in this run, where that is the latest one and
+    checked the asset's newest materialization (two queries for all the assets)."""
+    latest = latest_check_executions(instance, [AssetCheckKey(k, IN_SYNC) for k in keys])
+    newest = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
+              for r in instance.get_asset_records(list(keys))}
+    out = {}
+    for check_key, record in latest.items():
+        ev = record.evaluation
+        target = ev.target_materialization_data if isinstance(ev, AssetCheckEvaluation) else None
+        if target is not None and target.run_id == run_id and newest.get(check_key.asset_key) == target.storage_id:
+            out[check_key.asset_key] = ev
+    return out
 
 
 def build_checks(objs: list, graph: LazyGraph) -> list:
@@ -170,12 +172,12 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
                        description="`in_sync` of the assets a run materialized (the `wse status` verdict).")
     def sync_checks(context):
         keys = sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string())
-        said = {k: _reported_by_run(context.instance, k.asset_key, context.run.run_id) for k in keys}
-        todo = [k.asset_key for k in keys if said[k] is None]
+        said = _reported_by_run(context.instance, [k.asset_key for k in keys], context.run.run_id)
+        todo = [k.asset_key for k in keys if k.asset_key not in said]
         # only the run's assets and their ancestors: a cell run does not recompute the final tables' status
         rows = status_by_asset(graph.resolved(), context.instance, assets=todo) if todo else {}
         for key in keys:
-            ev = said[key]
+            ev = said.get(key.asset_key)
             passed, description, meta = ((ev.passed, ev.description, ev.metadata) if ev is not None
                                          else verdict(rows.get(key.asset_key.to_user_string(), [])))
             yield AssetCheckResult(asset_key=key.asset_key, check_name=IN_SYNC, passed=passed,

@@ -71,10 +71,14 @@ def test_a_step_reports_in_sync_on_what_it_built_before_the_run_goes_on():
 
     defs, _ = _setup(during)
     instance = DagsterInstance.ephemeral()
-    _run(defs, instance, *NAMES)
+    run_id = _run(defs, instance, *NAMES).run_id
     assert seen == [(True, True)]  # on main: the run's planned evaluation ("Running", no text) until its end
     for name in NAMES:  # after the run: no planned row left, each verdict on the newest materialization
         assert _describes_newest(instance, name) and _latest(instance, name).evaluation.passed, name
+        # the run's own row (planned at its creation) got the same verdict: not "Skipped" in the history
+        [own] = [r for r in instance.event_log_storage.get_asset_check_execution_history(
+            AssetCheckKey(AssetKey(name), IN_SYNC), limit=10) if r.run_id == run_id]
+        assert own.evaluation.passed and own.evaluation.description == _latest(instance, name).evaluation.description
 
 
 def test_a_sensor_verdict_recorded_while_the_run_is_in_flight_is_superseded_by_the_rebuild():
