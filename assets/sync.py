@@ -108,9 +108,8 @@ def _evaluation(key: AssetKey, rows: Sequence[CellStatus], rec) -> AssetCheckEva
 def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence[AssetKey]) -> list:
     """Report `in_sync` on the materializations run `run_id` has just written of `keys` (a step's
     assets), as runless evaluations: the newest row, so the UI shows it at once, whatever the sensor
-    reported while the run was planned or in flight. The status computed is that of the run's
-    assets and their ancestors (as `sync_checks` does), so what the run builds later is not left
-    for a full recomputation (`compute_status(assets=...)`). Returns the evaluations."""
+    reported while the run was planned or in flight. The status computed is that of these assets,
+    the run's other assets of the same partitioning and their ancestors. Returns the evaluations."""
     built = {}
     for record in instance.get_asset_records(list(keys)):
         rec = record.asset_entry.last_materialization_record
@@ -118,9 +117,13 @@ def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence
             built[record.asset_entry.asset_key] = rec
     if not built:
         return []
+    # with the run's other assets of the same partitioning (a cell run's later steps): computed now,
+    # they stay incremental (`compute_status(assets=...)` leaves the others to be recomputed in full)
     run = instance.get_run_by_id(run_id)
-    wanted = set(built) | set(run.asset_selection or ()) if run is not None else set(built)
-    rows = status_by_asset(graph, instance, assets=sorted(wanted, key=lambda k: k.to_user_string()))
+    pdefs = [graph.get(k).partitions_def for k in built if graph.has(k)]
+    same = {k for k in (run.asset_selection or ()) if graph.has(k) and graph.get(k).partitions_def is not None
+            and graph.get(k).partitions_def in pdefs} if run is not None else set()
+    rows = status_by_asset(graph, instance, assets=sorted(set(built) | same, key=lambda k: k.to_user_string()))
     events = [_evaluation(key, rows.get(key.to_user_string(), []), rec)
               for key, rec in sorted(built.items(), key=lambda kv: kv[0].to_user_string())]
     for ev in events:
