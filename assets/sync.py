@@ -12,15 +12,23 @@ The check is asset-level, not partitioned: Dagster (1.13) stores a runless evalu
 *partitioned* check once per partition only (a second one breaks a unique index; pinned in
 tests/platform/test_dagster_private.py), and the sensor below must report again and again.
 
-One function (`verdict`) decides, in two places:
-- in every run that materializes the asset (a check runs after its asset); the same step then
-  reports the verdicts its rebuild changed on other assets (downstream of it), so a run leaves no
-  asset showing a verdict older than the run;
+One function (`verdict`) decides, in three places:
+- in the step that materializes the asset, right after it (a success hook on every materializable
+  asset, `with_own_check`): a runless evaluation of the materialization the step just wrote, so
+  the UI never shows a rebuilt asset without a verdict on its newest materialization, nor the run's
+  *planned* ("Running", no text) evaluation once the asset is built. Runless, not the run's own
+  check result: Dagster stores a run's evaluation in the row its plan inserted when the run was
+  created, so a verdict the sensor reported meanwhile (a newer row) would hide it;
+- in the run's `sync_checks` step (after its assets): the run's planned evaluations get the verdict
+  the hook reported (copied, nothing recomputed), and the step reports the verdicts its rebuild
+  changed on other assets (downstream of it), so a run leaves no asset showing a verdict older than
+  the run;
 - in the `sync_status` sensor (every 30 s), when the verdict differs from the latest evaluation
   (a config or prompt edit, an upstream rebuild, a code change, an edit undone, an asset built
-  before this check existed): a runless evaluation of the asset's newest materialization. Dagster
-  ties a check result to the materialization it checked, so the next rebuild supersedes it, and
-  that run's own evaluation takes over.
+  before this check existed), or when the latest is a run's planned evaluation (the UI would show
+  "Running" with no text until the asset is built): a runless evaluation of the asset's newest
+  materialization. Dagster ties a check result to the materialization it checked, so the next
+  rebuild supersedes it.
 A hand-written sensor: an automation condition could request check runs, but only when a *direct*
 dependency changed, and only as runs; staleness travels down the whole lineage, and the status
 computation already knows it (incrementally: a few queries when nothing changed).
@@ -32,11 +40,13 @@ import json
 from collections.abc import Mapping, Sequence
 
 from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus, MetadataValue,
-                     SensorEvaluationContext, SensorResult, multi_asset_check, sensor)
+                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus,
+                     HookContext, MetadataValue, SensorEvaluationContext, SensorResult, multi_asset_check, sensor,
+                     success_hook)
 
 from assets.automation import LazyGraph, named
-from wse_platform.dagster_private import AssetCheckEvaluationTargetMaterializationData, AssetGraph
+from wse_platform.dagster_private import (AssetCheckEvaluationTargetMaterializationData, AssetGraph,
+                                          latest_check_executions)
 from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
 
 IN_SYNC = "in_sync"
@@ -86,20 +96,93 @@ def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None,
     return out
 
 
+def _evaluation(key: AssetKey, rows: Sequence[CellStatus], rec) -> AssetCheckEvaluation:
+    """The runless `in_sync` evaluation of materialization record `rec` of `key`."""
+    passed, description, meta = verdict(rows)
+    target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
+                                                           timestamp=rec.timestamp)
+    return AssetCheckEvaluation(asset_key=key, check_name=IN_SYNC, passed=passed, severity=AssetCheckSeverity.WARN,
+                                description=description, metadata=meta, target_materialization_data=target)
+
+
+def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence[AssetKey]) -> list:
+    """Report `in_sync` on the materializations run `run_id` has just written of `keys` (a step's
+    assets), as runless evaluations: the newest row, so the UI shows it at once, whatever the sensor
+    reported while the run was planned or in flight. The status computed is that of these assets,
+    the run's other assets of the same partitioning and their ancestors. Returns the evaluations."""
+    built = {}
+    for record in instance.get_asset_records(list(keys)):
+        rec = record.asset_entry.last_materialization_record
+        if rec is not None and rec.run_id == run_id:
+            built[record.asset_entry.asset_key] = rec
+    if not built:
+        return []
+    # with the run's other assets of the same partitioning (a cell run's later steps): computed now,
+    # they stay incremental (`compute_status(assets=...)` leaves the others to be recomputed in full)
+    run = instance.get_run_by_id(run_id)
+    pdefs = [graph.get(k).partitions_def for k in built if graph.has(k)]
+    same = {k for k in (run.asset_selection or ()) if graph.has(k) and graph.get(k).partitions_def is not None
+            and graph.get(k).partitions_def in pdefs} if run is not None else set()
+    rows = status_by_asset(graph, instance, assets=sorted(set(built) | same, key=lambda k: k.to_user_string()))
+    events = [_evaluation(key, rows.get(key.to_user_string(), []), rec)
+              for key, rec in sorted(built.items(), key=lambda kv: kv[0].to_user_string())]
+    for ev in events:
+        instance.report_runless_asset_event(ev)
+    return events
+
+
+def with_own_check(objs: list, graph: LazyGraph) -> list:
+    """Every materializable asset's step reports its `in_sync` right after it succeeds (a success
+    hook: same process, before the run's next step), so no rebuilt asset waits for the run's
+    `sync_checks` step or the sensor's next tick to show a verdict on what it just wrote."""
+    out = []
+    for o in objs:
+        if isinstance(o, AssetsDefinition) and not isinstance(o, AssetChecksDefinition) and o.is_materializable:
+            keys = sorted(o.keys, key=lambda k: k.to_user_string())
+
+            @success_hook(name=f"{IN_SYNC}_of_{o.node_def.name}")
+            def own_verdict(context: HookContext, keys=keys) -> None:
+                report_own_verdicts(graph.resolved(), context.instance, context.run_id, keys)
+
+            o = o.with_hooks({own_verdict})
+        out.append(o)
+    return out
+
+
+def _reported_by_run(instance, keys: Sequence[AssetKey], run_id: str) -> dict[AssetKey, AssetCheckEvaluation]:
+    """The evaluations the assets' step hooks reported in this run, where that is the latest one and
+    checked the asset's newest materialization (two queries for all the assets)."""
+    latest = latest_check_executions(instance, [AssetCheckKey(k, IN_SYNC) for k in keys])
+    newest = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
+              for r in instance.get_asset_records(list(keys))}
+    out = {}
+    for check_key, record in latest.items():
+        ev = record.evaluation
+        target = ev.target_materialization_data if isinstance(ev, AssetCheckEvaluation) else None
+        if target is not None and target.run_id == run_id and newest.get(check_key.asset_key) == target.storage_id:
+            out[check_key.asset_key] = ev
+    return out
+
+
 def build_checks(objs: list, graph: LazyGraph) -> list:
     """One subsettable `multi_asset_check` with an `in_sync` spec per materializable asset: a run
-    evaluates those of the assets it materialized, in one step."""
+    resolves those of the assets it materialized, in one step (with the verdicts the assets' own
+    steps reported; computed here for an asset whose step reported none)."""
     specs = [AssetCheckSpec(IN_SYNC, asset=s.key, description=DESCRIPTION, blocking=False)
              for o in objs if isinstance(o, AssetsDefinition) and o.is_materializable for s in o.specs]
 
     @multi_asset_check(name="sync_checks", specs=specs, can_subset=True,
                        description="`in_sync` of the assets a run materialized (the `wse status` verdict).")
     def sync_checks(context):
+        keys = sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string())
+        said = _reported_by_run(context.instance, [k.asset_key for k in keys], context.run.run_id)
+        todo = [k.asset_key for k in keys if k.asset_key not in said]
         # only the run's assets and their ancestors: a cell run does not recompute the final tables' status
-        rows = status_by_asset(graph.resolved(), context.instance,
-                               assets=[k.asset_key for k in context.selected_asset_check_keys])
-        for key in sorted(context.selected_asset_check_keys, key=lambda k: k.asset_key.to_user_string()):
-            passed, description, meta = verdict(rows.get(key.asset_key.to_user_string(), []))
+        rows = status_by_asset(graph.resolved(), context.instance, assets=todo) if todo else {}
+        for key in keys:
+            ev = said.get(key.asset_key)
+            passed, description, meta = ((ev.passed, ev.description, ev.metadata) if ev is not None
+                                         else verdict(rows.get(key.asset_key.to_user_string(), [])))
             yield AssetCheckResult(asset_key=key.asset_key, check_name=IN_SYNC, passed=passed,
                                    severity=AssetCheckSeverity.WARN, description=description, metadata=meta)
         # what this run's rebuild changed elsewhere (downstream assets, ...): said now, not at the
@@ -146,13 +229,15 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],
     marks = event_marks(graph, instance)
     events: list = []
     state: dict[str, str] = {}
-    for asset, rows in status_by_asset(graph, instance, marks).items():
+    by_asset = status_by_asset(graph, instance, marks)
+    planned = _planned(instance, [a for a in by_asset if marks.get(a, [0])[0] and a not in skip])
+    for asset, rows in by_asset.items():
         newest = marks.get(asset, [0])[0]
         if not newest:
             continue
         passed, description, meta = verdict(rows)
         state[asset] = _digest(newest, passed, description)
-        if seen.get(asset) == state[asset] or asset in skip:
+        if (seen.get(asset) == state[asset] and asset not in planned) or asset in skip:
             continue
         key = AssetKey.from_user_string(asset)
         if _already_said(instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, IN_SYNC)),
@@ -169,6 +254,16 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],
                                            severity=AssetCheckSeverity.WARN, description=description,
                                            metadata=meta, target_materialization_data=target))
     return events, state
+
+
+def _planned(instance, assets: Sequence[str]) -> set[str]:
+    """The assets whose latest `in_sync` row is a run's planned evaluation (one query for all): the
+    UI shows "Running" with no text there until the asset is built, so the sensor says the verdict on
+    the materialization that exists even if it said it before the run was planned."""
+    keys = [AssetCheckKey(AssetKey.from_user_string(a), IN_SYNC) for a in assets]
+    latest = latest_check_executions(instance, keys) if keys else {}
+    return {k.asset_key.to_user_string() for k, rec in latest.items()
+            if not isinstance(rec.evaluation, AssetCheckEvaluation)}
 
 
 def build_sensor(graph: LazyGraph):
@@ -193,7 +288,8 @@ def reported_note(events: Sequence[AssetCheckEvaluation]) -> str:
     return f"reported `{IN_SYNC}` of {len(events)} assets (no run to request): " + "; ".join(parts)
 
 
-def build(objs: list) -> tuple[list, list]:
-    """(the `in_sync` check op, [the `sync_status` sensor]) for the assets in `objs`."""
+def build(objs: list) -> tuple[list, list, list]:
+    """(`objs` with each asset's own `in_sync` hook, the `in_sync` check op, [the `sync_status`
+    sensor]) for the assets in `objs`."""
     graph = LazyGraph(objs)
-    return build_checks(objs, graph), [build_sensor(graph)]
+    return with_own_check(objs, graph), build_checks(objs, graph), [build_sensor(graph)]

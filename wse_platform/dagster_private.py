@@ -129,11 +129,17 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
         super().dispose()
 
 
+def latest_check_executions(instance, keys):
+    """{check key: its latest execution record (planned or evaluated)} in one query (`assets/sync.py`).
+    The instance has a per-key method only; its event log storage answers for many keys at once."""
+    return instance.event_log_storage.get_latest_asset_check_execution_by_key(list(keys))
+
+
 __all__ = [
     "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "ReusedEngineSqliteEventLogStorage",
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
-    "get_function_params", "get_resource_args", "is_context_provided", "observe",
+    "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
 ]

@@ -82,7 +82,8 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
     objs = describe_tables(with_automation(regroup(with_llm_calls_lineage(objs))), settings.warehouse)
 
     sensors, schedules, jobs = build_automation(settings, parts, objs)
-    sync_checks, sync_sensors = sync.build(objs)  # the `wse status` verdict as an `in_sync` check per asset
+    # the `wse status` verdict as an `in_sync` check per asset, reported by each asset's own step
+    objs, sync_checks, sync_sensors = sync.build(objs)
     objs += sync_checks
     sensors += sync_sensors
     return Definitions(

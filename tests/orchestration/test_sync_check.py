@@ -113,9 +113,9 @@ def test_config_edit_shows_in_sync_failed_in_the_ui_until_the_automation_rebuild
     from wse_platform.status import STALE, compute_status
 
     defs, instance = setup(tiny)
-    # the baseline's runs evaluated `in_sync` themselves, on what they built
+    # the baseline's runs evaluated `in_sync` themselves, on what they built (each step, right after it)
     rec = _latest(instance, "wse_trajectories")
-    assert rec is not None and rec.run_id and rec.evaluation.passed
+    assert rec is not None and rec.evaluation.target_materialization_data.run_id and rec.evaluation.passed
     daemon = Daemon(defs, instance)
     assert daemon.tick() == set()
     assert _current_and_passed(defs, instance) == {}

@@ -23,8 +23,8 @@ def _defs(version: dict):
     def table():
         return MaterializeResult()
 
-    checks, sensors = build([cell, verdicts, table])
-    return Definitions(assets=[cell, verdicts, table], asset_checks=checks, sensors=sensors)
+    assets, checks, sensors = build([cell, verdicts, table])
+    return Definitions(assets=assets, asset_checks=checks, sensors=sensors)
 
 
 def _latest(instance, name: str):
