@@ -117,13 +117,9 @@ def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence
             built[record.asset_entry.asset_key] = rec
     if not built:
         return []
-    # with the run's other assets of the same partitioning (a cell run's later steps): computed now,
-    # they stay incremental (`compute_status(assets=...)` leaves the others to be recomputed in full)
-    run = instance.get_run_by_id(run_id)
-    pdefs = [graph.get(k).partitions_def for k in built if graph.has(k)]
-    same = {k for k in (run.asset_selection or ()) if graph.has(k) and graph.get(k).partitions_def is not None
-            and graph.get(k).partitions_def in pdefs} if run is not None else set()
-    rows = status_by_asset(graph, instance, assets=sorted(set(built) | same, key=lambda k: k.to_user_string()))
+    # what is downstream of them (the run's later steps, the tables) is left pending for the next
+    # computation, which recomputes just the partitions that read what changed
+    rows = status_by_asset(graph, instance, assets=sorted(built, key=lambda k: k.to_user_string()))
     events = [_evaluation(key, rows.get(key.to_user_string(), []), rec)
               for key, rec in sorted(built.items(), key=lambda kv: kv[0].to_user_string())]
     for ev in events:

@@ -35,6 +35,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--cell", help="the cell to rerun (default: the config's first)")
+    ap.add_argument("--keep-profile", type=Path, help="also copy the cProfile stats to this file")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="in-sync-cost-")) / "folder"
     shutil.copytree(args.folder, work, ignore=shutil.ignore_patterns("*.lock", "*.prof", "rerun-*"))
@@ -58,6 +59,8 @@ def main() -> int:
     for name in COUNTED:
         rows = [v for k, v in stats.items() if k[2] == name]
         print(f"  {name:28s} calls {sum(v[1] for v in rows):6d}   CPU s (cumulative) {max((v[3] for v in rows), default=0):7.2f}")
+    if args.keep_profile:
+        shutil.copy(prof, args.keep_profile)
     shutil.rmtree(work.parent, ignore_errors=True)
     return 0
 

@@ -200,22 +200,27 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
     dirty: set[AssetKey] | None = None
     reuse: dict[str, list[CellStatus]] = {}
     only: dict[AssetKey, set[str | None]] = {}
+    old_marks, pending = {}, {}
     if saved is not None:
         old_sig, old_marks = saved.get("signatures", {}), saved.get("marks", {})
+        pending = _saved_pending(saved, old_marks)
         changed = {k for k in graph.toposorted_asset_keys
                    if signatures[k.to_user_string()] != old_sig.get(k.to_user_string())
                    or marks[k.to_user_string()] != old_marks.get(k.to_user_string())}
-        dirty = _changed_with_descendants(graph, changed)
+        dirty = _changed_with_descendants(graph, changed | {k for k in graph.toposorted_asset_keys
+                                                            if k.to_user_string() in pending})
         for row in saved["rows"]:
             reuse.setdefault(row.asset, []).append(row)
         only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)
+        only = _with_pending(graph, only, pending)
     dirty, left, saved_rows, saved_marks = _only_for(graph, assets, dirty, reuse, marks)
+    saved_marks, pending = _left_pending(left, only, old_marks, saved_marks)
     rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
             tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
             tmp.write_text(json.dumps({"format": _CACHE_FORMAT, "signatures": signatures, "marks": saved_marks,
-                                       "rows": [asdict(r) for r in rows + saved_rows]}), encoding="utf-8")
+                                       "pending": pending, "rows": [asdict(r) for r in rows + saved_rows]}), encoding="utf-8")
             os.replace(tmp, cache)
     return [r for r in rows if r.status != FRESH or not only_problems]
 
@@ -240,6 +245,65 @@ def _only_for(graph, assets: Iterable[AssetKey] | None, dirty: set[AssetKey] | N
     saved_marks = {**marks, **{k.to_user_string(): None for k in left}}
     return (dirty if dirty is not None else everything) - left, left, \
         [r for k in left for r in reuse.get(k.to_user_string(), [])], saved_marks
+
+
+def _with_pending(graph, only: dict[AssetKey, set[str | None]],
+                  pending: dict[str, list]) -> dict[AssetKey, set[str | None]]:
+    """`only` (see `_dirty_partitions`) with the partitions a previous computation left pending
+    (`_left_pending`) and those that read them downstream (same rule: the same partitions through
+    the same partitioning, the unpartitioned child of a partitioned asset; any other edge, and what
+    is below it, recomputed in full)."""
+    if not pending:
+        return only
+    extra: dict[AssetKey, set[str | None]] = {}
+    for key in graph.toposorted_asset_keys:
+        if key not in only:
+            continue
+        add = set(pending.get(key.to_user_string()) or ())
+        pdef = graph.get(key).partitions_def
+        for parent in graph.get(key).parent_keys:
+            if parent in extra and extra[parent]:
+                ppdef = graph.get(parent).partitions_def
+                if ppdef == pdef:
+                    add |= extra[parent]
+                elif ppdef is not None and pdef is None:
+                    add.add(None)
+                else:
+                    add = None
+                    break
+            elif parent in extra and extra[parent] is None:
+                add = None
+                break
+        extra[key] = add
+        if add is None:
+            del only[key]
+        else:
+            only[key] = only[key] | add
+    return only
+
+
+def _left_pending(left: set[AssetKey], only: dict[AssetKey, set[str | None]], old_marks: dict,
+                  marks: dict) -> tuple[dict, dict[str, list]]:
+    """(marks to save, pending to save) for the assets a computation left for later (`_only_for`,
+    saved with no mark: recomputed in full by the next computation). Where only some partitions
+    are to be recomputed, `pending` keeps the marks of the previous result (whose rows are saved
+    for them) and those partitions, so the next computation recomputes just those and what reads
+    them (`_saved_pending`); a reader that ignores `pending` recomputes the asset in full."""
+    pending = {}
+    for key in left:
+        name = key.to_user_string()
+        if key in only and old_marks.get(name):
+            pending[name] = [old_marks[name], sorted(only[key], key=lambda p: (p is not None, p or ""))]
+    return marks, pending
+
+
+def _saved_pending(saved: dict, old_marks: dict) -> dict[str, list]:
+    """The saved result's pending partitions per asset (`_left_pending`); `old_marks` (the saved
+    marks, changed in place) gets the marks their rows were computed with."""
+    pending = saved.get("pending") if isinstance(saved.get("pending"), dict) else {}
+    for name, (mark, _) in pending.items():
+        old_marks[name] = mark
+    return {name: parts for name, (_, parts) in pending.items()}
 
 
 def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], dirty: set[AssetKey],
