@@ -86,14 +86,24 @@ def _updated_after(instance: DagsterInstance, key: AssetKey, storage_id: int,
 
 
 def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: str | None,
-                     instance: DagsterInstance | None = None) -> list[str]:
+                     instance: DagsterInstance | None = None, own: list | None = None) -> list[str]:
+    """The resolver's cause lines; `own` gets [sort key, line] of those not about a config asset
+    (what a config edit leaves as it is, see `status_replay`)."""
     out = []
     for c in resolver.get_stale_causes(key, pk):
         where = _label(c.dependency.asset_key, c.dependency.partition_key) if c.dependency else "code"
         changed = recorded_changes(instance, c.dependency.asset_key, c.dependency.partition_key) \
             if instance is not None and c.dependency else []
         out.append(_cause(f"{where}: {c.reason}", changed))
+        if own is not None and not (c.dependency and is_config(resolver.asset_graph, c.dependency.asset_key)):
+            own.append([c.sort_key, out[-1]])
     return out
+
+
+def is_config(graph, key: AssetKey) -> bool:
+    """A config asset (its version is a fingerprint of the settings, `versions.CONFIG_FINGERPRINTS`)."""
+    from wse_platform.versions import CONFIG_FINGERPRINTS
+    return key.to_user_string() in CONFIG_FINGERPRINTS and not graph.get(key).is_materializable
 
 
 def _cause(line: str, changed: list[str]) -> str:
@@ -113,7 +123,7 @@ def recorded_changes(instance: DagsterInstance, key: AssetKey, pk: str | None) -
 
 
 STATUS_CACHE = "wse_status_cache.json"  # in DAGSTER_HOME
-_CACHE_FORMAT = 5  # 4: per-asset marks, recomputed incrementally; 5: causes name the edits
+_CACHE_FORMAT = 6  # 4: per-asset marks, recomputed incrementally; 5: causes name the edits; 6: row facts
 
 
 def _signatures(graph) -> dict[str, str]:
@@ -329,23 +339,31 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
             elif pk not in done:
                 row = CellStatus(key.to_user_string(), pk, MISSING, [])
             else:
-                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
+                facts: dict = {}
+                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external, facts)
                 if status == STALE:  # name the edit behind it, however far upstream
                     causes = with_edits(causes, edits.since_built(key, pk))
-                row = CellStatus(key.to_user_string(), pk, status, causes)
+                row = CellStatus(key.to_user_string(), pk, status, causes, facts or None)
             seen[(key, pk)] = row.status
             out.append(row)
     return out
 
 
 def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
-               parents: list[AssetKey], external: list[AssetKey]) -> tuple[str, list[str]]:
+               parents: list[AssetKey], external: list[AssetKey], facts: dict | None = None) -> tuple[str, list[str]]:
+    """`facts` (if given) gets what `status_replay` needs besides the config edges: see `CellStatus.facts`."""
+    facts = {} if facts is None else facts
     stale = resolver.get_status(key, pk) == StaleStatus.STALE
-    causes = _resolver_causes(resolver, key, pk, instance) if stale else []
+    own: list = []
+    causes = _resolver_causes(resolver, key, pk, instance, own) if stale else []
+    if own:
+        facts["own"] = own
     for parent in external:  # partitioned config assets: an edge the resolver does not check
         changed = _external_dep_changes(instance, graph, key, pk, parent)
         stale = stale or bool(changed)
         causes += changed
+        if changed and not is_config(graph, parent):
+            facts.setdefault("ext", {})[parent.to_user_string()] = changed
     sid: list[int | None] = []
     by_name = {p.to_user_string(): p for p in parents}
 
@@ -355,8 +373,11 @@ def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
         if not sid:  # Dagster does not check this edge: compare storage ids
             sid.append(_latest_storage_id(instance, key, pk))
         updated = _updated_after(instance, by_name[name], sid[0], ppks) if sid[0] is not None else []
-        return [f"{name}: upstream partition(s) {_listed(updated)} updated (checked explicitly: "
-                f"{len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)"] if updated else []
+        lines = [f"{name}: upstream partition(s) {_listed(updated)} updated (checked explicitly: "
+                 f"{len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)"] if updated else []
+        if lines:
+            facts.setdefault("wide", {})[name] = lines
+        return lines
 
     return combine(stale, causes, [(p.to_user_string(), parent_partitions(graph, key, pk, p)) for p in parents],
                    lambda name, ppk: seen.get((by_name[name], ppk)), wide_edge)
