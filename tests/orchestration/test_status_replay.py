@@ -110,6 +110,22 @@ def test_text_and_judge_list_edits_are_replayed(tiny, capsys, monkeypatch):
         raw["models"][MODEL].update(revision=revision)), "0 stale, 0 missing")
 
 
+def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypatch):
+    """`wse materialize` leaves the status check behind: the next `wse status` prints it, and a
+    config edit after the run is replayed."""
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))  # stale cells before the run
+    assert cli.main(["materialize", "--select", "wse_cell_metrics"]) == 0
+    capsys.readouterr()
+    with monkeypatch.context() as m:
+        m.setattr(cli, "_full_status", lambda *a, **k: (_ for _ in ()).throw(AssertionError("full check")))
+        after = _status(capsys)
+    assert "nothing changed since" in after and f"stale      wse_trajectories[{CELL}]" in after
+    assert _report(_status(capsys, "--full")) == _report(after)
+    assert cli.main(["materialize", "--select", "wse_cell_metrics"]) == 0
+    capsys.readouterr()
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(horizon=3), "horizon: 2 → 3")
+
+
 def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny, capsys, monkeypatch):
     _status(capsys)
     # no such prompt: the fingerprint says so, as in the full check
