@@ -218,9 +218,15 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
         dirty = _changed_with_descendants(graph, changed)
         for row in saved["rows"]:
             reuse.setdefault(row.asset, []).append(row)
-        only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)
+    neutral: set[AssetKey] = set()
+    if saved is not None:
+        only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks, neutral)
+        redo = lambda: _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)  # noqa: E731
     dirty, left, saved_rows, saved_marks = _only_for(graph, assets, dirty, reuse, marks)
-    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left)
+    try:
+        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left, same=neutral)
+    except _NotNeutral:  # a rebuilt asset's status changed: what reads it is recomputed after all
+        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=redo(), left=left)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
             tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
@@ -252,12 +258,30 @@ def _only_for(graph, assets: Iterable[AssetKey] | None, dirty: set[AssetKey] | N
         [r for k in left for r in reuse.get(k.to_user_string(), [])], saved_marks
 
 
+class _NotNeutral(Exception):
+    pass
+
+
+def _same_data_version(instance: DagsterInstance, key: AssetKey, old_id: int, records: list) -> bool:
+    """Whether the newest of `records` (materializations of unpartitioned `key` after `old_id`) has
+    the data version of the materialization `old_id`."""
+    before = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=[old_id]), limit=1)
+    newest = max(records, key=lambda r: r.storage_id) if records else None
+    old = record_data_version(before.records[0]) if before.records else None
+    return old is not None and newest is not None and record_data_version(newest) == old
+
+
 def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], dirty: set[AssetKey],
-                      old_sig: dict, signatures: dict, old_marks: dict, marks: dict) -> dict[AssetKey, set[str | None]]:
+                      old_sig: dict, signatures: dict, old_marks: dict, marks: dict,
+                      neutral: set[AssetKey] | None = None) -> dict[AssetKey, set[str | None]]:
     """For dirty assets whose only change is new materializations of some partitions (a cell run):
     the partitions to recompute — those materialized since the saved mark and, downstream, the
     partitions that read them. An asset missing here is recomputed in full (its definition
-    changed, an observation, a wipe, a partition mapping other than identity / all)."""
+    changed, an observation, a wipe, a partition mapping other than identity / all).
+    `neutral` (if given) gets the unpartitioned assets rebuilt with the same data version (e.g.
+    `wse_initial_worlds` rebuilt from the same files): what reads them is not recomputed on their
+    account — Dagster's resolver compares data versions — provided their own status is unchanged
+    (`_compute_status` checks it, `compute_status` recomputes without this if not)."""
     only: dict[AssetKey, set[str | None]] = {}
     for key in graph.toposorted_asset_keys:
         if key not in dirty:
@@ -275,6 +299,9 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
                                                   limit=10_000)
             if pdef is None:
                 parts.add(None)
+                if neutral is not None and not (set(node.parent_keys) & dirty) \
+                        and _same_data_version(instance, key, old[0], res.records):
+                    neutral.add(key)
             else:
                 parts |= {r.partition_key for r in res.records}
         whole = False
@@ -285,6 +312,8 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
                 whole = True  # a parent recomputed in full (or not materializable): all of this asset
                 break
             ppdef = graph.get(parent).partitions_def
+            if neutral is not None and parent in neutral:
+                continue  # rebuilt with the same data version (see above)
             if ppdef is None and pdef is not None:
                 whole = True  # an unpartitioned parent (a config) changed: every partition reads it
                 break
@@ -303,10 +332,11 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
                     reuse: dict[str, list[CellStatus]] | None = None,
                     only: dict[AssetKey, set[str | None]] | None = None,
-                    left: set[AssetKey] = frozenset()) -> list[CellStatus]:
+                    left: set[AssetKey] = frozenset(), same: set[AssetKey] = frozenset()) -> list[CellStatus]:
     """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`;
     of an asset in `only`, only those partitions are recomputed (the others come from `reuse`);
-    assets in `left` are skipped (no rows: see `_only_for`)."""
+    assets in `left` are skipped (no rows: see `_only_for`); the recomputed rows of an asset in
+    `same` must equal its saved ones, else `_NotNeutral` (see `_dirty_partitions`)."""
     from wse_platform.status_edits import EditLog, with_edits
 
     resolver, edits = _resolver(graph, instance), EditLog(graph, instance)
@@ -344,6 +374,8 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
                 if status == STALE:  # name the edit behind it, however far upstream
                     causes = with_edits(causes, edits.since_built(key, pk))
                 row = CellStatus(key.to_user_string(), pk, status, causes, facts or None)
+            if key in same and (not partial or row != old_rows.get(pk)):
+                raise _NotNeutral(key)
             seen[(key, pk)] = row.status
             out.append(row)
     return out
