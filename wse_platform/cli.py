@@ -178,6 +178,9 @@ def _leave_status(args, settings, defs, instance) -> None:
     prints its report or replays a config edit on its facts without Dagster (issue 21)."""
     import contextlib
     import io
+
+    from wse_platform import instance_sqlite
+    instance_sqlite.let_go()  # else the runs' held connections checkpoint at exit, after the report's key
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             _full_status(argparse.Namespace(**{**vars(args), "all": False, "full": False}), settings, defs, instance)

@@ -114,11 +114,14 @@ def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypat
     """`wse materialize` leaves the status check behind: the next `wse status` prints it, and a
     config edit after the run is replayed."""
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))  # stale cells before the run
-    assert cli.main(["materialize", "--select", "wse_cell_metrics"]) == 0
+    monkeypatch.delenv("WSE_CONFIG")
+    assert cli.main(["--config", str(tiny), "materialize", "--select", "wse_cell_metrics"]) == 0
     capsys.readouterr()
+    monkeypatch.delenv("WSE_CONFIG")  # which `wse materialize --config` sets for its runs: a new shell
     with monkeypatch.context() as m:
         m.setattr(cli, "_full_status", lambda *a, **k: (_ for _ in ()).throw(AssertionError("full check")))
-        after = _status(capsys)
+        after = _status(capsys, "--config", str(tiny))
+    monkeypatch.setenv("WSE_CONFIG", str(tiny))
     assert "nothing changed since" in after and f"stale      wse_trajectories[{CELL}]" in after
     assert _report(_status(capsys, "--full")) == _report(after)
     assert cli.main(["materialize", "--select", "wse_cell_metrics"]) == 0
