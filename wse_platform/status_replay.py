@@ -135,6 +135,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     for r in rows:
         by_asset.setdefault(r.asset, []).append(r)
     edits, assets, built = EditLog(graph, instance), [], {}
+    config_records = _ConfigRecords(instance)
     for key in keys:
         node, name = graph.get(key), key.to_user_string()
         if not node.is_materializable:
@@ -160,28 +161,56 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                        "partitioned": pdef is not None,
                        "same": [s for s in sources if graph.get(_asset_key(s)).partitions_def == pdef]})
         config_parents = [p for p in parents if p[1] == "config"]
+        latest = _latest_records(instance, key, pdef is not None) if config_parents else {}
         for row in by_asset.get(name, []):
             if row.status == MISSING or not sources:
                 continue
             fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition), **(row.facts or {})}
             if config_parents:
-                fact.update(_config_edges(graph, instance, key, row.partition, config_parents,
-                                          extract_data_provenance_from_entry))
+                fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
+                                          config_records, extract_data_provenance_from_entry))
             built[f"{name}[{row.partition}]"] = fact
     return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
             "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows]}
 
 
-def _config_edges(graph, instance, key, pk: str | None, config_parents: list, provenance_of) -> dict:
-    """What the full check compares on the config edges of the built partition `key[pk]`: for an
-    unpartitioned config parent the provenance names, the version it read and the sort key of
-    Dagster's cause ("uv"); for a partitioned one, per parent partition, the version of the record
-    the provenance's storage id names and whether a newer record exists ("pv", as
-    `status._external_dep_changes` reads them)."""
+class _ConfigRecords:
+    """The materializations of a config asset, read once (one query per asset instead of two per
+    partition and built partition), answering as `instance.get_latest_data_version_record(key,
+    is_source=False, partition_key=pk, before_cursor=..., after_cursor=...)` does."""
+
+    def __init__(self, instance):
+        self.instance, self._by_key = instance, {}
+
+    def latest(self, key, pk: str | None, before: int | None = None, after: int | None = None):
+        from dagster import AssetRecordsFilter
+
+        if key not in self._by_key:
+            found: dict[str | None, list] = {}
+            every, cursor = [], None
+            while True:  # at most 10,000 records per query
+                res = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=10_000,
+                                                           cursor=cursor)
+                every += res.records
+                if not res.has_more:
+                    break
+                cursor = res.cursor
+            for r in sorted(every, key=lambda r: -r.storage_id):
+                found.setdefault(r.partition_key, []).append(r)
+            self._by_key[key] = found
+        return next((r for r in self._by_key[key].get(pk, [])
+                     if (before is None or r.storage_id < before) and (after is None or r.storage_id > after)), None)
+
+
+def _config_edges(key, pk: str | None, rec, config_parents: list, records: _ConfigRecords, provenance_of) -> dict:
+    """What the full check compares on the config edges of the built partition `key[pk]` (`rec`: its
+    latest materialization): for an unpartitioned config parent the provenance names, the version
+    it read and the sort key of Dagster's cause ("uv"); for a partitioned one, per parent partition,
+    the version of the record the provenance's storage id names and whether a newer record exists
+    ("pv", as `status._external_dep_changes` reads them)."""
     from wse_platform.dagster_private import AssetKeyPartitionKey
     from wse_platform.status import record_data_version
 
-    rec = instance.get_latest_data_version_record(key, is_source=False, partition_key=pk)
     prov = provenance_of(rec.event_log_entry) if rec is not None else None
     out: dict[str, Any] = {"uv": {}, "pv": {}}
     if prov is None:
@@ -198,9 +227,8 @@ def _config_edges(graph, instance, key, pk: str | None, config_parents: list, pr
         cursor = prov.input_storage_ids.get(pkey)
         per = {}
         for ppk in ppks:
-            new = instance.get_latest_data_version_record(pkey, is_source=False, partition_key=ppk, after_cursor=cursor)
-            old = (instance.get_latest_data_version_record(pkey, is_source=False, partition_key=ppk,
-                                                           before_cursor=cursor + 1) if cursor else None)
+            new = records.latest(pkey, ppk, after=cursor)
+            old = records.latest(pkey, ppk, before=cursor + 1) if cursor else None
             per[str(ppk)] = [record_data_version(old), new is not None]
         out["pv"][pname] = per
     return out
