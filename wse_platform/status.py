@@ -87,15 +87,16 @@ def _updated_after(instance: DagsterInstance, key: AssetKey, storage_id: int,
 
 def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: str | None,
                      instance: DagsterInstance | None = None, own: list | None = None) -> list[str]:
-    """The resolver's cause lines; `own` gets [sort key, line] of those not about a config asset
-    (what a config edit leaves as it is, see `status_replay`)."""
+    """The resolver's cause lines; `own` gets [sort key, line] of those a config edit leaves as they
+    are: all but a config asset's new data version (which `status_replay` computes again)."""
     out = []
     for c in resolver.get_stale_causes(key, pk):
         where = _label(c.dependency.asset_key, c.dependency.partition_key) if c.dependency else "code"
         changed = recorded_changes(instance, c.dependency.asset_key, c.dependency.partition_key) \
             if instance is not None and c.dependency else []
         out.append(_cause(f"{where}: {c.reason}", changed))
-        if own is not None and not (c.dependency and is_config(resolver.asset_graph, c.dependency.asset_key)):
+        if own is not None and not (c.dependency and c.category.value == "DATA"
+                                    and is_config(resolver.asset_graph, c.dependency.asset_key)):
             own.append([c.sort_key, out[-1]])
     return out
 
