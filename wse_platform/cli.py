@@ -178,6 +178,8 @@ def _leave_status(args, settings, defs, instance) -> None:
     prints its report or replays a config edit on its facts without Dagster (issue 21)."""
     import contextlib
     import io
+    if getattr(args, "no_status", False):
+        return
 
     from wse_platform import instance_sqlite
     instance_sqlite.let_go()  # else the runs' held connections checkpoint at exit, after the report's key
@@ -291,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="runs (cells) at once; default 1 with in-process models, else the run queue's limit")
+    p.add_argument("--no-status", action="store_true",
+                   help="do not end with the status check that lets the next `wse status` answer at once")
     p.set_defaults(func=cmd_materialize)
 
     p = sub.add_parser("status", help="list stale and missing cells with causes")

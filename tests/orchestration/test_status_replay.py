@@ -111,8 +111,8 @@ def test_text_and_judge_list_edits_are_replayed(tiny, capsys, monkeypatch):
 
 
 def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypatch):
-    """`wse materialize` leaves the status check behind: the next `wse status` prints it, and a
-    config edit after the run is replayed."""
+    """`wse materialize` leaves the status check behind: the next `wse status` prints it (unless
+    `--no-status`), and a config edit after the run is replayed."""
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))  # stale cells before the run
     monkeypatch.delenv("WSE_CONFIG")
     assert cli.main(["--config", str(tiny), "materialize", "--select", "wse_cell_metrics"]) == 0
@@ -124,8 +124,11 @@ def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypat
     monkeypatch.setenv("WSE_CONFIG", str(tiny))
     assert "nothing changed since" in after and f"stale      wse_trajectories[{CELL}]" in after
     assert _report(_status(capsys, "--full")) == _report(after)
-    assert cli.main(["materialize", "--select", "wse_cell_metrics"]) == 0
+    # `--no-status` (benchmarks timing the command): the next `wse status` checks in full
+    assert cli.main(["materialize", "--select", "wse_cell_metrics", "--no-status"]) == 0
     capsys.readouterr()
+    out = _status(capsys)
+    assert "nothing changed since" not in out and REPLAYED not in out
     _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(horizon=3), "horizon: 2 → 3")
 
 
