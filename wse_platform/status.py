@@ -222,7 +222,8 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
     neutral: set[AssetKey] = set()
     if saved is not None:
         only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks, neutral)
-        redo = lambda: _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)  # noqa: E731
+        def redo() -> dict:  # without `neutral`
+            return _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)
     dirty, left, saved_rows, saved_marks = _only_for(graph, assets, dirty, reuse, marks)
     try:
         rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left, same=neutral)
