@@ -94,6 +94,7 @@ def cmd_materialize(args) -> int:
             partitions[k] = (args.partition or list(pdef.get_partition_keys())) if pdef else None
     if not keys:
         print("nothing to do: every selected asset is fresh")
+        _leave_status(args, settings, defs, instance)
         return 0
     steps = plan(defs, keys, partitions)
     from wse_platform import config_snapshot
@@ -117,6 +118,7 @@ def cmd_materialize(args) -> int:
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
     if report.interrupted_by:
         return 130
+    _leave_status(args, settings, defs, instance)
     if report.stopped_by or report.first_failure:  # the closing line says the cause (run_guard)
         print(f"error: {report.stopped_by or report.first_failure}", file=sys.stderr)
     return 1 if failed else 0
@@ -171,13 +173,30 @@ def cmd_status(args) -> int:
     return _full_status(args, settings)
 
 
-def _full_status(args, settings) -> int:
+def _leave_status(args, settings, defs, instance) -> None:
+    """At the end of `wse materialize`: the full status check, silently, so the next `wse status`
+    prints its report or replays a config edit on its facts without Dagster (issue 21)."""
+    import contextlib
+    import io
+    if getattr(args, "no_status", False):
+        return
+
+    from wse_platform import instance_sqlite
+    instance_sqlite.let_go()  # else the runs' held connections checkpoint at exit, after the report's key
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            _full_status(argparse.Namespace(**{**vars(args), "all": False, "full": False}), settings, defs, instance)
+    except Exception as err:  # never fails the command: the next `wse status` computes in full
+        print(f"note: the status was not saved for `wse status` ({type(err).__name__}: {err})", file=sys.stderr)
+
+
+def _full_status(args, settings, defs=None, instance=None) -> int:
     from wse_platform import status_report
     from wse_platform.runner import get_instance, observe_sources, warehouse_problem
     from wse_platform.status import compute_status
 
-    instance = get_instance(settings)
-    defs = _defs(args)
+    instance = instance or get_instance(settings)
+    defs = defs or _defs(args)
     t0 = time.perf_counter()
     problem = warehouse_problem(settings, defs, instance)
     if problem:  # the instance's records would call a truncated or deleted warehouse fresh
@@ -248,7 +267,7 @@ def cmd_ncp_play(args) -> int:
 
 def cmd_demo(args) -> int:
     from wse_platform import demo  # quick and --full scales, the closing "what next"
-    return demo.main(args, cmd_materialize, _full_status)
+    return demo.main(args, cmd_materialize)  # which leaves the status check behind (`_leave_status`)
 
 
 def cmd_doctor(args) -> int:
@@ -274,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="runs (cells) at once; default 1 with in-process models, else the run queue's limit")
+    p.add_argument("--no-status", action="store_true",
+                   help="do not end with the status check that lets the next `wse status` answer at once")
     p.set_defaults(func=cmd_materialize)
 
     p = sub.add_parser("status", help="list stale and missing cells with causes")

@@ -26,6 +26,7 @@ from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NA
 from dagster._core.definitions.data_version import (DATA_VERSION_TAG, CachingStaleStatusResolver, StaleStatus,
                                                     extract_data_provenance_from_entry)
 from dagster._core.definitions.decorators.op_decorator import is_context_provided
+from dagster._core.definitions.events import AssetKeyPartitionKey  # the resolver's cause sort keys (status_replay)
 from dagster._core.definitions.observe import observe
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
 from dagster._core.definitions.resource_annotation import get_resource_args
@@ -136,7 +137,7 @@ def latest_check_executions(instance, keys):
 
 
 __all__ = [
-    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver",
+    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "ReusedEngineSqliteEventLogStorage",
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",
