@@ -203,12 +203,17 @@ def _full_status(args, settings, defs=None, instance=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     observe_sources(defs, instance)
+    # The keys stamp the instance's files as the next process finds them: no connection held open
+    # (closing one at exit would checkpoint the WAL after the stamp).
+    from wse_platform.dagster_private import release_event_log_connections as settle
     flags = {"all": args.all}
+    settle()
     key = status_report.quick_key(settings, flags)  # after observing: the state this report describes
     state = status_report.quick_key(settings, with_settings=False)
     rows = compute_status(defs, instance, only_problems=False, refresh=getattr(args, "full", False))
     from wse_platform import status_replay  # what the next call needs to replay a config edit
     facts = status_replay.gather(defs.resolve_asset_graph(), instance, settings, rows)
+    settle()
     status_replay.save(settings, state if state == status_report.quick_key(settings, with_settings=False) else None,
                        facts)
     from wse_platform.status_rows import report_lines
@@ -218,6 +223,7 @@ def _full_status(args, settings, defs=None, instance=None) -> int:
     text = "".join(f"{line}\n" for line in lines + truncation)
     print(text, end="")
     print(f"({time.perf_counter() - t0:.1f}s)")
+    settle()
     if NOT_READ not in truncation and key == status_report.quick_key(settings, flags):
         status_report.save_report(settings, key, text)  # nothing was recorded while computing it
     return 0
