@@ -97,13 +97,13 @@ def cmd_materialize(args) -> int:
         return 0
     steps = plan(defs, keys, partitions)
     from wse_platform import config_snapshot
-    from wse_platform.parallel_runs import default_parallel, execute_parallel
+    from wse_platform.parallel_runs import default_parallel, default_spare, execute_parallel
     from wse_platform.run_guard import RunGuard
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
     from wse_platform.progress import CommandProgress
-    progress = CommandProgress(settings, steps, parallel, defs)  # requests done / planned, ETA (progress.py)
+    progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs)  # requests done / planned, ETA
     try:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())

@@ -13,12 +13,27 @@ deadlock in its logging set-up). The in-flight limit per endpoint across these p
 the LLM client's (`wse_platform.llm`). Each run is recorded in the instance as before (UI,
 staleness, `wse status` see them). The request flow inside a cell is `wse_platform.flow`.
 
+Runs past their requests (issue 24 item 1). A cell run spends seconds after its last request
+(judging replays of cached answers, aggregates, checks) in which its worker sends nothing, and
+cells started together finish together. So `parallel` bounds the runs still *sending*, not the
+runs: a run counts as past its requests once its worker had an answer from a model since the run
+started and none for `QUIET_S` (the worker's `progress.Tally` publishes when its last answer from
+a model came, and which run it executes: `progress.Shared`); the next planned run then starts in
+one of `spare` extra worker processes while the other finishes. A run that never had an answer
+from a model (fully cached, a table) counts as sending until it ends, as before. The per-backend
+run limit counts sending runs too; the per-endpoint in-flight limit is the client's and holds
+for every process whatever the number of runs. Worker processes are started one at a time
+ahead of need (a `_warm` task: each loads the definitions while the others work) up to
+`parallel + spare`, instead of several at once when a wave of runs is submitted. Rows do not
+depend on this timing (each cell's rows depend only on its own seeds and the cache).
+
 Signals: Ctrl-C reaches the workers too (one process group): Dagster interrupts their runs
 and records them failed; the first SIGINT/SIGTERM also starts no further run; a worker killed
 with -9 leaves a run the next `wse` command marks failed (`runner.fail_orphaned_runs`).
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -26,6 +41,27 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from wse_platform.config import Settings
 
 SERVER_BACKENDS = ("litellm",)  # backends whose cells gain from running side by side
+QUIET_S = float(os.environ.get("WSE_RUN_QUIET_S", "1.5"))  # no answer from a model for this long: past its requests
+
+
+def default_spare(parallel: int) -> int:
+    """Extra worker processes for runs past their requests (`WSE_SPARE_RUNS`, else half of `parallel`)."""
+    value = os.environ.get("WSE_SPARE_RUNS", "").strip()
+    return max(0, int(value)) if value.isdigit() else max(1, parallel // 2)
+
+
+def still_sending(running: Sequence[int], states: dict[int, tuple[int, int]], now_ms: int,
+                  quiet_s: float | None = None) -> set[int]:
+    """The running runs (planned indices) that count as sending requests (see the module doc):
+    all but those whose worker had an answer from a model since the run started
+    (`states[i]` = (started at, last answer from a model), ms) and none for `quiet_s`."""
+    quiet_s = QUIET_S if quiet_s is None else quiet_s
+    out = set()
+    for i in running:
+        started, last = states.get(i, (0, 0))
+        if last <= started or now_ms - last < quiet_s * 1000:
+            out.add(i)
+    return out
 
 
 def default_parallel(settings: Settings) -> int:
@@ -86,9 +122,11 @@ def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
 
 
 def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int, loader: tuple,
-                     tags: dict[str, str] | None = None, echo=print, guard=None, progress_args: tuple | None = None):
-    """Run the planned steps in `parallel` worker processes, each step as soon as its dependencies are
-    done (see the module doc). `loader` = ("module:function", args) rebuilds `defs` in a worker.
+                     tags: dict[str, str] | None = None, echo=print, guard=None, progress_args: tuple | None = None,
+                     spare: int | None = None):
+    """Run the planned steps in worker processes, each step as soon as its dependencies are done, at most
+    `parallel` still sending requests and `spare` more past their requests (see the module doc).
+    `loader` = ("module:function", args) rebuilds `defs` in a worker.
     The command's `guard` (run_guard) as in `runner.execute`: no run starts after an infrastructure
     failure or once another process recorded a new config version, and a run reading an asset that
     failed is skipped."""
@@ -106,16 +144,27 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     pending = largest_first(settings, steps)
     finished: set[int] = set()
     running: dict[Future, int] = {}
-    in_use: dict[str, int] = {}
+    parallel = max(1, parallel)
+    spare = default_spare(parallel) if spare is None else max(0, spare)
+    shared = _shared_of(progress_args)
+    if shared is None:
+        spare = 0   # no way to tell a run past its requests: `parallel` runs at once, as before
+    workers = min(parallel + spare, len(steps))
+    spawned, warming = 0, None   # worker processes started so far; the `_warm` task under way
     ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
-    with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, parallel), mp_context=ctx,
+    with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx,
                                                      initializer=_init_worker, initargs=(loader, progress_args)) as pool:
         while pending or running:
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
             if not stop.signal_name and not guard.stopped:
+                sending = (still_sending(list(running.values()), shared.run_states(), _now_ms())
+                           if shared is not None else set(running.values()))
+                in_use: dict[str, int] = {}
+                for j in sending:
+                    in_use[backends[j]] = in_use.get(backends[j], 0) + 1
                 for i in list(pending):
-                    if len(running) >= parallel:
+                    if len(sending) >= parallel or len(running) >= workers:
                         break
                     b = backends[i]
                     if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30):
@@ -128,17 +177,25 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                         report.steps.append((steps[i], False, 0.0))
                         continue
                     in_use[b] = in_use.get(b, 0) + 1
+                    sending.add(i)
+                    idle = spawned - len(running) - (warming is not None and not warming.done())
+                    spawned += idle <= 0   # no idle worker: the pool starts one for this run
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
                     keys = [k.to_user_string() for k in steps[i].keys]
                     running[pool.submit(_run_step, keys, steps[i].partition_key,
-                                        {**(tags or {}), **steps[i].tags, "wse/backend": b})] = i
+                                        {**(tags or {}), **steps[i].tags, "wse/backend": b}, i)] = i
+                # start the next worker process ahead of need, one at a time (see the module doc)
+                if pending and spawned < workers and (warming is None or warming.done()) \
+                        and spawned - len(running) <= 0:
+                    warming = pool.submit(_warm)
+                    spawned += 1
             if not running:
                 break
-            done, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+            done, _ = wait(list(running), timeout=0.25 if shared is not None and pending else 0.5,
+                           return_when=FIRST_COMPLETED)
             for fut in done:
                 i = running.pop(fut)
                 finished.add(i)
-                in_use[backends[i]] -= 1
                 try:
                     ok, why, dt, infrastructure = fut.result()
                 except Exception as err:  # the worker died (killed, out of memory)
@@ -167,6 +224,23 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
 _WORKER: dict = {}
 
 
+def _shared_of(progress_args: tuple | None):
+    """The command's `progress.Shared` view of the workers' slots, from their `worker_args()`."""
+    if not progress_args or len(progress_args) < 4:
+        return None
+    from wse_platform.progress import Shared
+    return Shared.view(*progress_args)
+
+
+def _now_ms() -> int:
+    from wse_platform.progress import now_ms
+    return now_ms()
+
+
+def _warm() -> None:
+    """Nothing: submitted to start a worker process (its initializer loads the definitions) ahead of need."""
+
+
 def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
     """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
     import importlib
@@ -185,16 +259,21 @@ def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
     _WORKER["instance"] = DagsterInstance.get()
 
 
-def _run_step(keys: list[str], partition_key: str | None,
-              tags: dict[str, str]) -> tuple[bool, str | None, float, str | None]:
-    """(ok, first failure, seconds, infrastructure cause) of one run in this worker."""
+def _run_step(keys: list[str], partition_key: str | None, tags: dict[str, str],
+              index: int | None = None) -> tuple[bool, str | None, float, str | None]:
+    """(ok, first failure, seconds, infrastructure cause) of one run (planned run `index`) in this worker."""
     from dagster import AssetKey
 
+    from wse_platform import progress
     from wse_platform.run_guard import first_failure, infrastructure_cause
     from wse_platform.runner import RunPlanStep, run_in_location
 
     t0 = time.perf_counter()
     step = RunPlanStep([AssetKey.from_user_string(k) for k in keys], partition_key)
-    result = run_in_location(_WORKER["defs"], step, _WORKER["instance"], tags)
+    progress.running(index)   # the command tells from this slot when the run is past its requests
+    try:
+        result = run_in_location(_WORKER["defs"], step, _WORKER["instance"], tags)
+    finally:
+        progress.running(None)
     why = None if result.success else first_failure(result)
     return result.success, why, time.perf_counter() - t0, infrastructure_cause(result)
