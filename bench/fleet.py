@@ -130,6 +130,13 @@ def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
             "idle_gaps_in_span": sorted(gaps, key=lambda g: g[0] - g[1])[:8]}
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children (the CLI and its worker processes)."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def run_one(bench: str, args, root: Path) -> dict:
     folder = root / bench
     folder.mkdir(parents=True, exist_ok=True)
@@ -161,6 +168,7 @@ def run_one(bench: str, args, root: Path) -> dict:
         cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
                "--select", *(f"group:{bench}_{stage}" for stage in STAGES), "--parallel", str(args.parallel)]
         load_at_start = os.getloadavg()[0]
+        cpu0 = _children_cpu()
         t0 = time.time()
         with open(folder / "cli.log", "w") as out:   # each line with its time since the command started
             proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -170,12 +178,14 @@ def run_one(bench: str, args, root: Path) -> dict:
                 out.flush()
             rc = proc.wait()
         t1 = time.time()
+        cli_cpu = _children_cpu() - cpu0
     finally:
         server.terminate()
         server.wait(10)
     length = {"wse": {"horizon": args.horizon}, "ncp": {"t_max": args.t_max}, "endings": {"k": args.k}}.get(bench, {})
     fig = {"benchmark": bench, "rc": rc, "slots": args.slots, "median_s": args.median, "sigma": args.sigma,
-           "parallel": args.parallel, "spare": args.spare, **length, "load_avg_1m": [load_at_start, os.getloadavg()[0]], **busy_figures(log, args.slots, t0, t1)}
+           "parallel": args.parallel, "spare": args.spare, **length, "load_avg_1m": [load_at_start, os.getloadavg()[0]],
+           "cli_cpu_s": round(cli_cpu, 1), **busy_figures(log, args.slots, t0, t1)}
     try:
         import duckdb
         con = duckdb.connect(str(folder / "wh.duckdb"), read_only=True)

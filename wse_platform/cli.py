@@ -65,12 +65,22 @@ def _select(defs, patterns: list[str] | None):
 
 
 def cmd_materialize(args) -> int:
+    from wse_platform.parallel_runs import release
+    try:
+        return _materialize(args)
+    finally:
+        release()   # worker processes started ahead of the plan and never used (nothing to do, an error)
+
+
+def _materialize(args) -> int:
     from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
 
     settings = _settings(args)
     if args.config:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
     instance = get_instance(settings)
+    from wse_platform.parallel_runs import prestart
+    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))  # loads while we plan
     defs = _defs(args)
     graph = defs.resolve_asset_graph()
     keys = _select(defs, args.select)
@@ -103,7 +113,8 @@ def cmd_materialize(args) -> int:
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
     from wse_platform.progress import CommandProgress
-    progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs)  # requests done / planned, ETA
+    progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs,  # requests done / planned, ETA
+                               shared=shared)
     try:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())

@@ -130,8 +130,6 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     The command's `guard` (run_guard) as in `runner.execute`: no run starts after an infrastructure
     failure or once another process recorded a new config version, and a run reading an asset that
     failed is skipped."""
-    import multiprocessing
-
     from wse_platform.run_guard import RunGuard
     from wse_platform.runner import RunReport, StopOnSignal
 
@@ -149,11 +147,14 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     shared = _shared_of(progress_args)
     if shared is None:
         spare = 0   # no way to tell a run past its requests: `parallel` runs at once, as before
-    workers = min(parallel + spare, len(steps))
-    spawned, warming = 0, None   # worker processes started so far; the `_warm` task under way
-    ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
-    with StopOnSignal() as stop, ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx,
-                                                     initializer=_init_worker, initargs=(loader, progress_args)) as pool:
+    cap = min(parallel + spare, len(steps))
+    pool = _EARLY.pop() if _EARLY else Workers(loader, cap, progress_args)
+    if pool.loader != loader or (pool.progress_args or (None,))[0] is not (progress_args or (None,))[0]:
+        # made for another command (or another progress array): start anew
+        pool.shutdown()
+        pool = Workers(loader, cap, progress_args)
+    workers = min(cap, pool.limit)
+    with StopOnSignal() as stop, pool:
         while pending or running:
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
@@ -178,17 +179,12 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                         continue
                     in_use[b] = in_use.get(b, 0) + 1
                     sending.add(i)
-                    idle = spawned - len(running) - (warming is not None and not warming.done())
-                    spawned += idle <= 0   # no idle worker: the pool starts one for this run
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
                     keys = [k.to_user_string() for k in steps[i].keys]
-                    running[pool.submit(_run_step, keys, steps[i].partition_key,
+                    running[pool.submit(len(running), _run_step, keys, steps[i].partition_key,
                                         {**(tags or {}), **steps[i].tags, "wse/backend": b}, i)] = i
-                # start the next worker process ahead of need, one at a time (see the module doc)
-                if pending and spawned < workers and (warming is None or warming.done()) \
-                        and spawned - len(running) <= 0:
-                    warming = pool.submit(_warm)
-                    spawned += 1
+                if pending:   # the next worker process ahead of need, one at a time (see the module doc)
+                    pool.warm(len(running), workers)
             if not running:
                 break
             done, _ = wait(list(running), timeout=0.25 if shared is not None and pending else 0.5,
@@ -219,6 +215,75 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
              f"(runs under way were interrupted and recorded as failed); {len(steps) - len(report.steps)} "
              "not started")
     return report
+
+
+class Workers:
+    """The worker processes of one command (a spawn-context process pool), started one at a time ahead
+    of need: `warm` starts the next one (its initializer loads the definitions) when none is idle
+    and none is starting. `prestart` makes one before the command has planned (see `prestart`)."""
+
+    def __init__(self, loader: tuple, limit: int, progress_args: tuple | None = None):
+        import multiprocessing
+
+        self.loader, self.limit, self.progress_args = loader, max(1, limit), progress_args
+        ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
+        self.pool = ProcessPoolExecutor(max_workers=self.limit, mp_context=ctx, initializer=_init_worker,
+                                        initargs=(loader, progress_args))
+        self.spawned = 0               # processes the pool started (it starts one when a task finds none idle)
+        self.warming: Future | None = None
+
+    def _idle(self, busy: int) -> int:
+        return self.spawned - busy - (self.warming is not None and not self.warming.done())
+
+    def submit(self, busy: int, fn, *args) -> Future:
+        """`fn(*args)` in a worker; `busy` = tasks of ours under way besides `_warm`."""
+        if self._idle(busy) <= 0 and self.spawned < self.limit:
+            self.spawned += 1
+        return self.pool.submit(fn, *args)
+
+    def warm(self, busy: int, upto: int) -> None:
+        if self.spawned < min(upto, self.limit) and (self.warming is None or self.warming.done()) \
+                and self._idle(busy) <= 0:
+            self.warming = self.submit(busy, _warm)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+
+_EARLY: list[Workers] = []
+
+
+def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int | None = None):
+    """At the start of `wse materialize`: the first worker process, loading the definitions while this
+    process builds its own, observes the sources and plans (instead of after). Returns the
+    `progress.Shared` its workers publish to (for `progress.CommandProgress`), or None (no workers)."""
+    from wse_platform.progress import Shared
+
+    parallel = parallel or default_parallel(settings)
+    if parallel <= 1:
+        return None
+    release()
+    spare = default_spare(parallel) if spare is None else spare
+    try:
+        shared = Shared(parallel + spare)
+    except OSError:
+        return None
+    pool = Workers(loader, parallel + spare, shared.worker_args())
+    pool.warm(0, 1)
+    _EARLY.append(pool)
+    return shared
+
+
+def release() -> None:
+    """Stop worker processes `prestart` made that no `execute_parallel` used (nothing to do, an error)."""
+    while _EARLY:
+        _EARLY.pop().shutdown()
 
 
 _WORKER: dict = {}

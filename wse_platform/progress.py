@@ -310,7 +310,8 @@ class CommandProgress:
     """The overall line of one `wse materialize`: tags each planned run with its planned requests
     (`TAG`) and counts the requests of this process and of its `--parallel` workers (`Shared`)."""
 
-    def __init__(self, settings, steps, workers: int, defs=None, emit: Callable[[str], None] = print):
+    def __init__(self, settings, steps, workers: int, defs=None, emit: Callable[[str], None] = print,
+                 shared: "Shared | None" = None):
         try:
             totals = step_totals(settings, steps)
         except Exception as err:  # noqa: BLE001 - without a plan the lines still count
@@ -322,7 +323,7 @@ class CommandProgress:
             st.tags[TAG] = encode_tag(per_asset)     # empty: nothing planned (the run does not plan again)
         planned = [n for per_asset in totals for n in per_asset.values()]
         try:
-            self.shared: Shared | None = Shared(max(1, workers))
+            self.shared: Shared | None = shared or Shared(max(1, workers))   # given: made before the plan
             TALLY.publish(self.shared.arr, 0)
         except OSError as err:  # no shared memory here: this process's own counts only
             self.shared = None
