@@ -15,11 +15,12 @@ staleness, `wse status` see them). The request flow inside a cell is `wse_platfo
 
 Runs past their requests (issue 24 item 1). A cell run spends seconds after its last request
 (judging replays of cached answers, aggregates, checks) in which its worker sends nothing, and
-cells started together finish together. So `parallel` bounds the runs still *sending*, not the
-runs: a run counts as past its requests once its worker had an answer from a model since the run
-started and none for `QUIET_S` (the worker's `progress.Tally` publishes when its last answer from
-a model came, and which run it executes: `progress.Shared`); the next planned run then starts in
-one of `spare` extra worker processes while the other finishes. A run that never had an answer
+cells started together finish together, the slowest conversation of a cell last. So `parallel`
+bounds the runs still *sending*, not the runs: a run counts as past its requests once its worker
+had an answer from a model since the run started, none for `QUIET_S`, and has at most
+`FEW_IN_FLIGHT` calls in flight (the worker's `progress.Tally` publishes when its last answer from
+a model came, its calls in flight and which run it executes: `progress.Shared`); the next planned
+run then starts in one of `spare` extra worker processes while the other finishes. A run that never had an answer
 from a model (fully cached, a table) counts as sending until it ends, as before. The per-backend
 run limit counts sending runs too; the per-endpoint in-flight limit is the client's and holds
 for every process whatever the number of runs. Worker processes are started one at a time
@@ -41,7 +42,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from wse_platform.config import Settings
 
 SERVER_BACKENDS = ("litellm",)  # backends whose cells gain from running side by side
-QUIET_S = float(os.environ.get("WSE_RUN_QUIET_S", "1.5"))  # no answer from a model for this long: past its requests
+QUIET_S = float(os.environ.get("WSE_RUN_QUIET_S", "1.5"))  # no answer from a model for this long ...
+FEW_IN_FLIGHT = 2   # ... and at most this many calls in flight: the run is past (or at the end of) its requests
 
 
 def default_spare(parallel: int) -> int:
@@ -50,16 +52,17 @@ def default_spare(parallel: int) -> int:
     return max(0, int(value)) if value.isdigit() else max(1, parallel // 2)
 
 
-def still_sending(running: Sequence[int], states: dict[int, tuple[int, int]], now_ms: int,
+def still_sending(running: Sequence[int], states: dict[int, tuple[int, int, int]], now_ms: int,
                   quiet_s: float | None = None) -> set[int]:
-    """The running runs (planned indices) that count as sending requests (see the module doc):
-    all but those whose worker had an answer from a model since the run started
-    (`states[i]` = (started at, last answer from a model), ms) and none for `quiet_s`."""
+    """The running runs (planned indices) that count as sending requests (see the module doc): all but
+    those whose worker (`states[i]` = (run started at, last answer from a model (ms), calls in flight))
+    had an answer from a model since the run started, none for `quiet_s`, and has at most
+    `FEW_IN_FLIGHT` calls in flight (the slowest conversations of a cell, or none)."""
     quiet_s = QUIET_S if quiet_s is None else quiet_s
     out = set()
     for i in running:
-        started, last = states.get(i, (0, 0))
-        if last <= started or now_ms - last < quiet_s * 1000:
+        started, last, in_flight = states.get(i, (0, 0, 0))
+        if last <= started or now_ms - last < quiet_s * 1000 or in_flight > FEW_IN_FLIGHT:
             out.add(i)
     return out
 

@@ -20,7 +20,8 @@ total was done since the last line (at most one line per 2 s), and a last line a
   `--parallel N` the runs execute in N worker processes; each worker publishes its `TALLY` in its
   own slot of a small shared-memory array (`Shared`: one writer per slot, no lock across
   processes) that the command sums. Each slot also holds the time of that process's last answer
-  from a model (`last_live_ms`, CLOCK_MONOTONIC, the same clock in every process) and which planned
+  from a model (`last_live_ms`, CLOCK_MONOTONIC, the same clock in every process), its calls in
+  flight to a model (the client's `TALLY.sending` around each backend call) and which planned
   run the process executes since when (`Shared.runs`), so `parallel_runs` can tell a run that is
   past its requests (judging replays from the cache, aggregates, checks) from one still sending.
 
@@ -39,7 +40,7 @@ EVERY_FRACTION = 0.05   # ... or when this share of the total was done since the
 MIN_GAP_S = 2.0         # ... but never two lines closer than this
 POLL_S = 1.0
 TAG = "wse/planned_requests"
-FIELDS = 4              # per shared slot: done, cached, failed, last_live_ms
+FIELDS = 5              # per shared slot: done, cached, failed, last_live_ms, in_flight
 
 
 def now_ms() -> int:
@@ -63,6 +64,7 @@ class Tally:
         self._lock = threading.Lock()
         self.done = self.cached = self.failed = 0
         self.last_live_ms = 0               # when a model (not the cache) last answered (`now_ms`)
+        self.in_flight = 0                  # calls sent to a model and not answered yet
         self._slot: tuple | None = None     # (shared array, first index)
         self.slot: int | None = None        # the shared slot published to
 
@@ -76,6 +78,15 @@ class Tally:
             if self._slot is not None:
                 arr, i = self._slot
                 arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = self.done, self.cached, self.failed, self.last_live_ms
+                arr[i + 4] = self.in_flight
+
+    def sending(self, n: int) -> None:
+        """`n` calls more (less, when negative) in flight to a model in this process."""
+        with self._lock:
+            self.in_flight += n
+            if self._slot is not None:
+                arr, i = self._slot
+                arr[i + 4] = self.in_flight
 
     def counts(self) -> Counts:
         return Counts(self.done, self.cached, self.failed)
@@ -88,6 +99,7 @@ class Tally:
             if self._slot is not None:
                 i = FIELDS * slot
                 arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = self.done, self.cached, self.failed, self.last_live_ms
+                arr[i + 4] = self.in_flight
 
 
 TALLY = Tally()
@@ -118,10 +130,12 @@ class Shared:
     def worker_args(self) -> tuple:
         return self.arr, self.next_slot, self.slots, self.runs
 
-    def run_states(self) -> dict[int, tuple[int, int]]:
-        """Planned run index -> (started at, last answer from a model in that process), in ms (`now_ms`)."""
+    def run_states(self) -> dict[int, tuple[int, int, int]]:
+        """Planned run index -> (started at, last answer from a model in that process (ms, `now_ms`),
+        calls in flight to a model there)."""
         a, r = self.arr[:], self.runs[:]
-        return {r[2 * s] - 1: (r[2 * s + 1], a[FIELDS * s + 3]) for s in range(self.slots) if r[2 * s] > 0}
+        return {r[2 * s] - 1: (r[2 * s + 1], a[FIELDS * s + 3], a[FIELDS * s + 4])
+                for s in range(self.slots) if r[2 * s] > 0}
 
 
 _RUNS: list = []   # in a worker: the shared `Shared.runs` array (see `running`)
