@@ -137,6 +137,15 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _proc_cpu(pid: int) -> float | None:
+    """CPU seconds of a running process (Linux /proc), None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_one(bench: str, args, root: Path) -> dict:
     folder = root / bench
     folder.mkdir(parents=True, exist_ok=True)
@@ -179,13 +188,14 @@ def run_one(bench: str, args, root: Path) -> dict:
             rc = proc.wait()
         t1 = time.time()
         cli_cpu = _children_cpu() - cpu0
+        server_cpu = _proc_cpu(server.pid)
     finally:
         server.terminate()
         server.wait(10)
     length = {"wse": {"horizon": args.horizon}, "ncp": {"t_max": args.t_max}, "endings": {"k": args.k}}.get(bench, {})
     fig = {"benchmark": bench, "rc": rc, "slots": args.slots, "median_s": args.median, "sigma": args.sigma,
            "parallel": args.parallel, "spare": args.spare, **length, "load_avg_1m": [load_at_start, os.getloadavg()[0]],
-           "cli_cpu_s": round(cli_cpu, 1), **busy_figures(log, args.slots, t0, t1)}
+           "cli_cpu_s": round(cli_cpu, 1), "server_cpu_s": server_cpu, **busy_figures(log, args.slots, t0, t1)}
     try:
         import duckdb
         con = duckdb.connect(str(folder / "wh.duckdb"), read_only=True)
