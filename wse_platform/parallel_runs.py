@@ -325,6 +325,21 @@ def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
     from wse_platform.instance_sqlite import install
     install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
     _WORKER["instance"] = DagsterInstance.get()
+    import atexit
+    atexit.register(_exit_now)   # runs first at exit (handlers run last-registered first)
+
+
+def _exit_now() -> None:
+    """A worker's exit without the interpreter's teardown of Dagster & co. (~3 s of CPU per process on
+    2 cores, paid by the command's end): everything a run writes is committed when the run ends,
+    and the platform is built to survive a kill -9 of any process (journal, claims, run records)."""
+    import sys
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing to keep
+            pass
+    os._exit(0)
 
 
 def _run_step(keys: list[str], partition_key: str | None, tags: dict[str, str],
