@@ -69,3 +69,33 @@ def test_which_runs_count_as_sending():
               5: (1_000, 5_000, 2),    # its two slowest calls still out: at the end of its requests
               6: (1_000, 5_000, 3)}    # quiet for 2 s but 3 calls in flight (a stalled process): sending
     assert still_sending([0, 1, 2, 3, 4, 5, 6], states, 7_000, quiet_s=1.5) == {1, 2, 3, 4, 6}   # 4: no slot yet
+
+
+def marking_definitions(*_args) -> Definitions:
+    """`tail_definitions`, noting the process that built them."""
+    (Path(os.environ["WSE_TEST_TAIL_DIR"]) / f"defs-{os.getpid()}").write_text("")
+    return tail_definitions()
+
+
+def test_a_worker_loads_the_definitions_while_the_command_plans(tmp_path, monkeypatch, config_file):
+    """`wse materialize --parallel N` starts its first worker process before it observes the sources
+    and plans: here the observation waits (up to 20 s) until a worker process has built the definitions."""
+    from wse_platform import cli, runner
+
+    monkeypatch.setenv("WSE_TEST_TAIL_DIR", str(tmp_path))
+    monkeypatch.setattr(cli, "_defs", lambda args: tail_definitions())
+    monkeypatch.setattr(cli, "_defs_loader", lambda args: (f"{__name__}:marking_definitions", ()))
+    observed = []
+
+    def observe_after_a_worker(defs, instance):
+        deadline = time.monotonic() + 20
+        while not [p for p in tmp_path.glob("defs-*") if p.name != f"defs-{os.getpid()}"]:
+            if time.monotonic() > deadline:
+                observed.append("no worker process had built the definitions")
+                break
+            time.sleep(0.05)
+        return []
+
+    monkeypatch.setattr(runner, "observe_sources", observe_after_a_worker)
+    rc = cli.main(["--config", str(config_file), "materialize", "--partition", "c", "--parallel", "2"])
+    assert rc == 0 and observed == []
