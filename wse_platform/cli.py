@@ -65,12 +65,22 @@ def _select(defs, patterns: list[str] | None):
 
 
 def cmd_materialize(args) -> int:
+    from wse_platform.parallel_runs import release
+    try:
+        return _materialize(args)
+    finally:
+        release()   # worker processes started ahead of the plan and never used (nothing to do, an error)
+
+
+def _materialize(args) -> int:
     from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
 
     settings = _settings(args)
     if args.config:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
     instance = get_instance(settings)
+    from wse_platform.parallel_runs import prestart
+    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))  # loads while we plan
     defs = _defs(args)
     graph = defs.resolve_asset_graph()
     keys = _select(defs, args.select)
@@ -98,13 +108,14 @@ def cmd_materialize(args) -> int:
         return 0
     steps = plan(defs, keys, partitions)
     from wse_platform import config_snapshot
-    from wse_platform.parallel_runs import default_parallel, execute_parallel
+    from wse_platform.parallel_runs import default_parallel, default_spare, execute_parallel
     from wse_platform.run_guard import RunGuard
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
     from wse_platform.progress import CommandProgress
-    progress = CommandProgress(settings, steps, parallel, defs)  # requests done / planned, ETA (progress.py)
+    progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs,  # requests done / planned, ETA
+                               shared=shared)
     try:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())
