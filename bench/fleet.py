@@ -16,6 +16,11 @@ the same over the span from the first request to the last answer, and the share 
 command's time with nothing in flight. Run from the repository root:
 
     python bench/fleet.py --slots 64 [--median 0.4] [--benchmarks wse,ncp,endings] [--parallel 4] [--stride 10]
+                          [--horizon 3] [--t-max 3] [--k 100] [--spare N]
+
+`--horizon` / `--t-max` lengthen the WSE trajectories / NCP episodes beyond the issue's minimum of 3
+(a longer run amortizes the command's fixed start and end); the figures print the length used and
+the 1-minute load average at the start and end of the command (the machine may be shared).
 
 Besides the efficiency it prints where the fleet was left idle: when the first request came
 (`first_request_at_s`), how long the command ran after the last answer (`after_last_answer_s`),
@@ -55,7 +60,9 @@ def model(url: str, name: str, slots: int) -> dict:
             "sampling": {"temperature": 0.7, "max_tokens": 256}, "extra": {"timeout_s": 600, "max_retries": 2}}
 
 
-def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: tuple[int, int, int]) -> Path:
+def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: tuple[int, int, int],
+           length: tuple[int, int, int] = (3, 3, 100)) -> Path:
+    """`scale` = (WSE seeds, NCP specs, stories); `length` = (WSE horizon, NCP t_max, 100-Endings K)."""
     raw = yaml.safe_load((REPO / "wse.yaml").read_text())
     raw.update({"profile": "paper", "warehouse_path": str(folder / "wh.duckdb"), "cache_dir": str(folder / "cache"),
                 "artifacts_dir": str(folder / "artifacts"),
@@ -69,14 +76,14 @@ def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: t
     for k in ("consistency_judge", "richness_judge"):
         raw.get("wse", {}).pop(k, None)
     wse = {**raw.get("wse", {}), "models": ["fleet"], "architectures": None, "n_seeds": scale[0], "seed_ids": None,
-           "horizon": 3, "consistency_judges": panel, "richness_judges": panel, "model_groups": {"fleet": ["fleet"]}}
+           "horizon": length[0], "consistency_judges": panel, "richness_judges": panel, "model_groups": {"fleet": ["fleet"]}}
     wse.pop("architectures")
     ncp = {**raw.get("ncp", {}), "narrators": ["fleet"], "player_model": "fleet", "extraction_models": [],
-           "auditor": {"model": "fleet-j1", "prompt_version": "v1"}, "reaudit_auditors": [], "t_max": 3,
+           "auditor": {"model": "fleet-j1", "prompt_version": "v1"}, "reaudit_auditors": [], "t_max": length[1],
            "n_specs": scale[1], "spec_ids": None, "architectures": ["baseline+adversarial", "baseline+natural",
                                                                  "memory+adversarial"]}
     endings = {**raw.get("endings", {}), "forecaster": "fleet", "judge": "fleet-j1", "allow_same_model": False,
-               "generators": [], "k": 100, "max_positions_per_story": None, "position_stride": stride,
+               "generators": [], "k": length[2], "max_positions_per_story": None, "position_stride": stride,
                "max_human_stories": scale[2], "min_words": 0,
                "corpora": [{**c, "max_words": 100_000} for c in raw.get("endings", {}).get("corpora", [])]}
     raw["wse"] = wse if bench == "wse" else {**raw.get("wse", {}), **off_wse}
@@ -123,6 +130,22 @@ def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
             "idle_gaps_in_span": sorted(gaps, key=lambda g: g[0] - g[1])[:8]}
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children (the CLI and its worker processes)."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _proc_cpu(pid: int) -> float | None:
+    """CPU seconds of a running process (Linux /proc), None where unknown."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_one(bench: str, args, root: Path) -> dict:
     folder = root / bench
     folder.mkdir(parents=True, exist_ok=True)
@@ -143,14 +166,18 @@ def run_one(bench: str, args, root: Path) -> dict:
                     raise RuntimeError("the fleet server did not start")
                 time.sleep(0.2)
         cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
-                     (args.seeds, args.specs, args.stories))
+                     (args.seeds, args.specs, args.stories), (args.horizon, args.t_max, args.k))
         env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO),
                "PYTHONUNBUFFERED": "1"}
+        if args.spare is not None:
+            env["WSE_SPARE_RUNS"] = str(args.spare)
         for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
         cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
                "--select", *(f"group:{bench}_{stage}" for stage in STAGES), "--parallel", str(args.parallel)]
+        load_at_start = os.getloadavg()[0]
+        cpu0 = _children_cpu()
         t0 = time.time()
         with open(folder / "cli.log", "w") as out:   # each line with its time since the command started
             proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -160,11 +187,15 @@ def run_one(bench: str, args, root: Path) -> dict:
                 out.flush()
             rc = proc.wait()
         t1 = time.time()
+        cli_cpu = _children_cpu() - cpu0
+        server_cpu = _proc_cpu(server.pid)
     finally:
         server.terminate()
         server.wait(10)
+    length = {"wse": {"horizon": args.horizon}, "ncp": {"t_max": args.t_max}, "endings": {"k": args.k}}.get(bench, {})
     fig = {"benchmark": bench, "rc": rc, "slots": args.slots, "median_s": args.median, "sigma": args.sigma,
-           "parallel": args.parallel, **busy_figures(log, args.slots, t0, t1)}
+           "parallel": args.parallel, "spare": args.spare, **length, "load_avg_1m": [load_at_start, os.getloadavg()[0]],
+           "cli_cpu_s": round(cli_cpu, 1), "server_cpu_s": server_cpu, **busy_figures(log, args.slots, t0, t1)}
     try:
         import duckdb
         con = duckdb.connect(str(folder / "wh.duckdb"), read_only=True)
@@ -187,6 +218,11 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=42, help="WSE seeds (paper: 42)")
     ap.add_argument("--specs", type=int, default=100, help="NCP specs (paper: 100)")
     ap.add_argument("--stories", type=int, default=5, help="100-Endings human stories (>= 5)")
+    ap.add_argument("--horizon", type=int, default=3, help="WSE steps per trajectory (issue minimum 3; paper 20)")
+    ap.add_argument("--t-max", type=int, default=3, help="NCP turns per episode (issue minimum 3; paper up to 25)")
+    ap.add_argument("--k", type=int, default=100, help="100-Endings endings per position (paper 100)")
+    ap.add_argument("--spare", type=int, default=None,
+                    help="worker processes for runs past their requests (WSE_SPARE_RUNS; default: the CLI's)")
     ap.add_argument("--workdir", default=None, help="folder for the runs (default: a new temp folder)")
     args = ap.parse_args()
     import tempfile

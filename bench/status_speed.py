@@ -21,6 +21,7 @@ A warehouse with the paper's cell counts: `bench/status_grid.py`.
 
     python bench/status_speed.py --config .wse-demo/wse.yaml [--runs 3] [--profile] [--build-stub]
     python bench/status_speed.py --config wse.yaml --edit ncp.t_max=2 --runs 3
+    python bench/status_speed.py --config wse.yaml --after-run wse_cell_metrics --runs 2
 """
 from __future__ import annotations
 
@@ -61,9 +62,10 @@ def build_with_stub(config: str) -> None:
     print(f"stub build: exit {rc} in {time.perf_counter() - t0:.1f} s")
 
 
-def edited_copy(config: str, edit: str) -> str:
+def edited_copy(config: str, edit: str | None, run: str | None = None) -> str:
     """Copy the config's output folder (warehouse, Dagster home, cache) to a temp folder, write a
-    config pointing there with `edit` applied; return its path."""
+    config pointing there with `edit` applied (and then `wse materialize --select RUN` run there);
+    return its path."""
     import yaml
 
     from wse_platform.config import load_settings
@@ -88,14 +90,24 @@ def edited_copy(config: str, edit: str) -> str:
     before = _status(str(copy))
     print(f"copied {out} to {tmp / out.name}; `wse status` before the edit: {time.perf_counter() - t0:.2f} s wall, "
           f"{before.cpu_s:.2f} s CPU (exit {before.returncode}): {_summary(before)}")
-    dotted, value = edit.split("=", 1)
-    *parents, leaf = dotted.split(".")
-    node = raw
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = yaml.safe_load(value)
-    copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    print(f"edited {dotted} = {value} in {copy}")
+    if edit:
+        dotted, value = edit.split("=", 1)
+        *parents, leaf = dotted.split(".")
+        node = raw
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = yaml.safe_load(value)
+        copy.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        print(f"edited {dotted} = {value} in {copy}")
+    if run:  # a run: `wse materialize` leaves its status check behind for the next `wse status`
+        cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(copy), "materialize", "--select", *run.split()]
+        before, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"})
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        print(f"`wse materialize --select {run}`: {time.perf_counter() - t0:.1f} s wall, {cpu:.1f} s CPU "
+              f"(exit {out.returncode}): {_summary(out)}")
     return str(copy)
 
 
@@ -123,11 +135,13 @@ def main() -> None:
     ap.add_argument("--build-stub", action="store_true", help="materialize first, with a stub model")
     ap.add_argument("--edit", help="KEY=VALUE (YAML value, dotted key): time the calls after this config edit, "
                                    "in a copy of the output folder")
+    ap.add_argument("--after-run", metavar="SELECT", help="in a copy of the output folder (after --edit, if "
+                    "given), run `wse materialize --select SELECT`, then time the calls (space-separated names)")
     args = ap.parse_args()
     if args.build_stub:
         build_with_stub(args.config)
-    if args.edit:
-        args.config = edited_copy(args.config, args.edit)
+    if args.edit or args.after_run:
+        args.config = edited_copy(args.config, args.edit, args.after_run)
     walls = []
     for i in range(args.runs):
         t0 = time.perf_counter()

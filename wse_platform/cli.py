@@ -65,12 +65,22 @@ def _select(defs, patterns: list[str] | None):
 
 
 def cmd_materialize(args) -> int:
+    from wse_platform.parallel_runs import release
+    try:
+        return _materialize(args)
+    finally:
+        release()   # worker processes started ahead of the plan and never used (nothing to do, an error)
+
+
+def _materialize(args) -> int:
     from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
 
     settings = _settings(args)
     if args.config:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
     instance = get_instance(settings)
+    from wse_platform.parallel_runs import prestart
+    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))  # loads while we plan
     defs = _defs(args)
     graph = defs.resolve_asset_graph()
     keys = _select(defs, args.select)
@@ -94,16 +104,18 @@ def cmd_materialize(args) -> int:
             partitions[k] = (args.partition or list(pdef.get_partition_keys())) if pdef else None
     if not keys:
         print("nothing to do: every selected asset is fresh")
+        _leave_status(args, settings, defs, instance)
         return 0
     steps = plan(defs, keys, partitions)
     from wse_platform import config_snapshot
-    from wse_platform.parallel_runs import default_parallel, execute_parallel
+    from wse_platform.parallel_runs import default_parallel, default_spare, execute_parallel
     from wse_platform.run_guard import RunGuard
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
     from wse_platform.progress import CommandProgress
-    progress = CommandProgress(settings, steps, parallel, defs)  # requests done / planned, ETA (progress.py)
+    progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs,  # requests done / planned, ETA
+                               shared=shared)
     try:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())
@@ -117,6 +129,7 @@ def cmd_materialize(args) -> int:
     print(f"{len(report.steps) - len(failed)}/{len(report.steps)} runs succeeded in {dt:.1f}s")
     if report.interrupted_by:
         return 130
+    _leave_status(args, settings, defs, instance)
     if report.stopped_by or report.first_failure:  # the closing line says the cause (run_guard)
         print(f"error: {report.stopped_by or report.first_failure}", file=sys.stderr)
     return 1 if failed else 0
@@ -171,25 +184,47 @@ def cmd_status(args) -> int:
     return _full_status(args, settings)
 
 
-def _full_status(args, settings) -> int:
+def _leave_status(args, settings, defs, instance) -> None:
+    """At the end of `wse materialize`: the full status check, silently, so the next `wse status`
+    prints its report or replays a config edit on its facts without Dagster (issue 21)."""
+    import contextlib
+    import io
+    if getattr(args, "no_status", False):
+        return
+
+    from wse_platform import instance_sqlite
+    instance_sqlite.let_go()  # else the runs' held connections checkpoint at exit, after the report's key
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            _full_status(argparse.Namespace(**{**vars(args), "all": False, "full": False}), settings, defs, instance)
+    except Exception as err:  # never fails the command: the next `wse status` computes in full
+        print(f"note: the status was not saved for `wse status` ({type(err).__name__}: {err})", file=sys.stderr)
+
+
+def _full_status(args, settings, defs=None, instance=None) -> int:
     from wse_platform import status_report
     from wse_platform.runner import get_instance, observe_sources, warehouse_problem
     from wse_platform.status import compute_status
 
-    instance = get_instance(settings)
-    defs = _defs(args)
+    instance = instance or get_instance(settings)
+    defs = defs or _defs(args)
     t0 = time.perf_counter()
     problem = warehouse_problem(settings, defs, instance)
     if problem:  # the instance's records would call a truncated or deleted warehouse fresh
         print(f"error: {problem}", file=sys.stderr)
         return 2
     observe_sources(defs, instance)
+    # The keys stamp the instance's files as the next process finds them: no connection held open
+    # (closing one at exit would checkpoint the WAL after the stamp).
+    from wse_platform.dagster_private import release_event_log_connections as settle
     flags = {"all": args.all}
+    settle()
     key = status_report.quick_key(settings, flags)  # after observing: the state this report describes
     state = status_report.quick_key(settings, with_settings=False)
     rows = compute_status(defs, instance, only_problems=False, refresh=getattr(args, "full", False))
     from wse_platform import status_replay  # what the next call needs to replay a config edit
     facts = status_replay.gather(defs.resolve_asset_graph(), instance, settings, rows)
+    settle()
     status_replay.save(settings, state if state == status_report.quick_key(settings, with_settings=False) else None,
                        facts)
     from wse_platform.status_rows import report_lines
@@ -199,6 +234,7 @@ def _full_status(args, settings) -> int:
     text = "".join(f"{line}\n" for line in lines + truncation)
     print(text, end="")
     print(f"({time.perf_counter() - t0:.1f}s)")
+    settle()
     if NOT_READ not in truncation and key == status_report.quick_key(settings, flags):
         status_report.save_report(settings, key, text)  # nothing was recorded while computing it
     return 0
@@ -248,7 +284,7 @@ def cmd_ncp_play(args) -> int:
 
 def cmd_demo(args) -> int:
     from wse_platform import demo  # quick and --full scales, the closing "what next"
-    return demo.main(args, cmd_materialize, _full_status)
+    return demo.main(args, cmd_materialize)  # which leaves the status check behind (`_leave_status`)
 
 
 def cmd_doctor(args) -> int:
@@ -274,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="runs (cells) at once; default 1 with in-process models, else the run queue's limit")
+    p.add_argument("--no-status", action="store_true",
+                   help="do not end with the status check that lets the next `wse status` answer at once")
     p.set_defaults(func=cmd_materialize)
 
     p = sub.add_parser("status", help="list stale and missing cells with causes")

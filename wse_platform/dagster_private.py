@@ -13,6 +13,7 @@ that moves one fails loudly there instead of deep inside a run.
 from __future__ import annotations
 
 import os
+import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 
@@ -26,6 +27,7 @@ from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NA
 from dagster._core.definitions.data_version import (DATA_VERSION_TAG, CachingStaleStatusResolver, StaleStatus,
                                                     extract_data_provenance_from_entry)
 from dagster._core.definitions.decorators.op_decorator import is_context_provided
+from dagster._core.definitions.events import AssetKeyPartitionKey  # the resolver's cause sort keys (status_replay)
 from dagster._core.definitions.observe import observe
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
 from dagster._core.definitions.resource_annotation import get_resource_args
@@ -66,6 +68,15 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
         self._engines: "OrderedDict[str, tuple[object, object]]" = OrderedDict()
         self._present: set[tuple[str, str]] = set()  # index columns and completed data migrations seen
         super().__init__(base_dir, inst_data=inst_data)
+        _LIVE_STORAGES.add(self)
+
+    def release_connections(self) -> None:
+        """Close the kept connections now (new ones are made on the next query): the files are then
+        as another process finds them, e.g. before `wse status` stamps them for its saved report (a
+        held connection closing at exit would checkpoint the WAL after the stamp)."""
+        with self._db_lock:
+            while self._engines:
+                self._engines.popitem()[1][0].dispose()
 
     # Dagster asks these before most index queries (a schema inspection or a query each time). Columns
     # and completed migrations are only ever added, so a "yes" is remembered (until the index file is
@@ -123,10 +134,17 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
                     yield conn
 
     def dispose(self) -> None:
-        with self._db_lock:
-            while self._engines:
-                self._engines.popitem()[1][0].dispose()
+        self.release_connections()
         super().dispose()
+
+
+_LIVE_STORAGES: "weakref.WeakSet[ReusedEngineSqliteEventLogStorage]" = weakref.WeakSet()
+
+
+def release_event_log_connections() -> None:
+    """`release_connections` on every reused-engine event log storage of this process."""
+    for storage in list(_LIVE_STORAGES):
+        storage.release_connections()
 
 
 def latest_check_executions(instance, keys):
@@ -136,10 +154,11 @@ def latest_check_executions(instance, keys):
 
 
 __all__ = [
-    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetGraphView", "CachingStaleStatusResolver",
+    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "ReusedEngineSqliteEventLogStorage",
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
+    "release_event_log_connections",
 ]

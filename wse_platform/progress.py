@@ -19,7 +19,11 @@ total was done since the last line (at most one line per 2 s), and a last line a
 - in the terminal of `wse materialize`: one overall line for the whole command. With
   `--parallel N` the runs execute in N worker processes; each worker publishes its `TALLY` in its
   own slot of a small shared-memory array (`Shared`: one writer per slot, no lock across
-  processes) that the command sums.
+  processes) that the command sums. Each slot also holds the time of that process's last answer
+  from a model (`last_live_ms`, CLOCK_MONOTONIC, the same clock in every process), its calls in
+  flight to a model (the client's `TALLY.sending` around each backend call) and which planned
+  run the process executes since when (`Shared.runs`), so `parallel_runs` can tell a run that is
+  past its requests (judging replays from the cache, aggregates, checks) from one still sending.
 
 Throughput counts requests answered by a model (not the cache); the ETA divides what remains by it
 (by the rate of all requests until a model answered one).
@@ -36,6 +40,12 @@ EVERY_FRACTION = 0.05   # ... or when this share of the total was done since the
 MIN_GAP_S = 2.0         # ... but never two lines closer than this
 POLL_S = 1.0
 TAG = "wse/planned_requests"
+FIELDS = 5              # per shared slot: done, cached, failed, last_live_ms, in_flight
+
+
+def now_ms() -> int:
+    """CLOCK_MONOTONIC in ms: comparable across the processes of one machine."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class Counts(NamedTuple):
@@ -53,26 +63,43 @@ class Tally:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.done = self.cached = self.failed = 0
+        self.last_live_ms = 0               # when a model (not the cache) last answered (`now_ms`)
+        self.in_flight = 0                  # calls sent to a model and not answered yet
         self._slot: tuple | None = None     # (shared array, first index)
+        self.slot: int | None = None        # the shared slot published to
 
     def add(self, cached: bool, failed: bool) -> None:
         with self._lock:
             self.done += 1
             self.cached += cached
             self.failed += failed
+            if not cached:
+                self.last_live_ms = now_ms()
             if self._slot is not None:
                 arr, i = self._slot
-                arr[i], arr[i + 1], arr[i + 2] = self.done, self.cached, self.failed
+                arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = self.done, self.cached, self.failed, self.last_live_ms
+                arr[i + 4] = self.in_flight
+
+    def sending(self, n: int) -> None:
+        """`n` calls more (less, when negative) in flight to a model in this process."""
+        with self._lock:
+            self.in_flight += n
+            if self._slot is not None:
+                arr, i = self._slot
+                arr[i + 4] = self.in_flight
 
     def counts(self) -> Counts:
         return Counts(self.done, self.cached, self.failed)
 
     def publish(self, arr, slot: int | None) -> None:
-        """Mirror the counts into `arr[3*slot:3*slot+3]` from now on (None: stop)."""
+        """Mirror the counts into `arr[FIELDS*slot:FIELDS*(slot+1)]` from now on (None: stop)."""
         with self._lock:
-            self._slot = None if slot is None else (arr, 3 * slot)
+            self._slot = None if slot is None else (arr, FIELDS * slot)
+            self.slot = slot
             if self._slot is not None:
-                arr[3 * slot], arr[3 * slot + 1], arr[3 * slot + 2] = self.done, self.cached, self.failed
+                i = FIELDS * slot
+                arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = self.done, self.cached, self.failed, self.last_live_ms
+                arr[i + 4] = self.in_flight
 
 
 TALLY = Tally()
@@ -85,27 +112,55 @@ class Shared:
         import multiprocessing
         ctx = ctx or multiprocessing.get_context("spawn")
         self.slots = workers + 1
-        self.arr = ctx.RawArray("q", 3 * self.slots)
+        self.arr = ctx.RawArray("q", FIELDS * self.slots)
+        self.runs = ctx.RawArray("q", 2 * self.slots)   # per slot: planned run index + 1 (0: none), started at (ms)
         self.next_slot = ctx.Value("i", 1)
+
+    @classmethod
+    def view(cls, arr, next_slot, slots: int, runs) -> "Shared":
+        """The same shared arrays as the `Shared` whose `worker_args()` these are."""
+        out = cls.__new__(cls)
+        out.arr, out.next_slot, out.slots, out.runs = arr, next_slot, slots, runs
+        return out
 
     def counts(self) -> Counts:
         a = self.arr[:]
-        return Counts(sum(a[0::3]), sum(a[1::3]), sum(a[2::3]))
+        return Counts(sum(a[0::FIELDS]), sum(a[1::FIELDS]), sum(a[2::FIELDS]))
 
     def worker_args(self) -> tuple:
-        return self.arr, self.next_slot, self.slots
+        return self.arr, self.next_slot, self.slots, self.runs
+
+    def run_states(self) -> dict[int, tuple[int, int, int]]:
+        """Planned run index -> (started at, last answer from a model in that process (ms, `now_ms`),
+        calls in flight to a model there)."""
+        a, r = self.arr[:], self.runs[:]
+        return {r[2 * s] - 1: (r[2 * s + 1], a[FIELDS * s + 3], a[FIELDS * s + 4])
+                for s in range(self.slots) if r[2 * s] > 0}
+
+
+_RUNS: list = []   # in a worker: the shared `Shared.runs` array (see `running`)
+
+
+def running(index: int | None) -> None:
+    """In a worker process: note that it now executes planned run `index` (None: none)."""
+    if not _RUNS or TALLY.slot is None:
+        return
+    runs, i = _RUNS[0], 2 * TALLY.slot
+    runs[i + 1] = now_ms()
+    runs[i] = 0 if index is None else index + 1
 
 
 def join_shared(args: tuple | None) -> None:
     """In a worker process: publish this process's counts in a free slot of the command's array."""
     if args is None:
         return
-    arr, next_slot, slots = args
+    arr, next_slot, slots, runs = args
     with next_slot.get_lock():
         slot = next_slot.value
         next_slot.value += 1
     if slot < slots:
         TALLY.publish(arr, slot)
+        _RUNS[:] = [runs]
 
 
 # ---- planned totals ------------------------------------------------------------------------------
@@ -269,7 +324,8 @@ class CommandProgress:
     """The overall line of one `wse materialize`: tags each planned run with its planned requests
     (`TAG`) and counts the requests of this process and of its `--parallel` workers (`Shared`)."""
 
-    def __init__(self, settings, steps, workers: int, defs=None, emit: Callable[[str], None] = print):
+    def __init__(self, settings, steps, workers: int, defs=None, emit: Callable[[str], None] = print,
+                 shared: "Shared | None" = None):
         try:
             totals = step_totals(settings, steps)
         except Exception as err:  # noqa: BLE001 - without a plan the lines still count
@@ -281,7 +337,7 @@ class CommandProgress:
             st.tags[TAG] = encode_tag(per_asset)     # empty: nothing planned (the run does not plan again)
         planned = [n for per_asset in totals for n in per_asset.values()]
         try:
-            self.shared: Shared | None = Shared(max(1, workers))
+            self.shared: Shared | None = shared or Shared(max(1, workers))   # given: made before the plan
             TALLY.publish(self.shared.arr, 0)
         except OSError as err:  # no shared memory here: this process's own counts only
             self.shared = None

@@ -86,14 +86,25 @@ def _updated_after(instance: DagsterInstance, key: AssetKey, storage_id: int,
 
 
 def _resolver_causes(resolver: CachingStaleStatusResolver, key: AssetKey, pk: str | None,
-                     instance: DagsterInstance | None = None) -> list[str]:
+                     instance: DagsterInstance | None = None, own: list | None = None) -> list[str]:
+    """The resolver's cause lines; `own` gets [sort key, line] of those a config edit leaves as they
+    are: all but a config asset's new data version (which `status_replay` computes again)."""
     out = []
     for c in resolver.get_stale_causes(key, pk):
         where = _label(c.dependency.asset_key, c.dependency.partition_key) if c.dependency else "code"
         changed = recorded_changes(instance, c.dependency.asset_key, c.dependency.partition_key) \
             if instance is not None and c.dependency else []
         out.append(_cause(f"{where}: {c.reason}", changed))
+        if own is not None and not (c.dependency and c.category.value == "DATA"
+                                    and is_config(resolver.asset_graph, c.dependency.asset_key)):
+            own.append([c.sort_key, out[-1]])
     return out
+
+
+def is_config(graph, key: AssetKey) -> bool:
+    """A config asset (its version is a fingerprint of the settings, `versions.CONFIG_FINGERPRINTS`)."""
+    from wse_platform.versions import CONFIG_FINGERPRINTS
+    return key.to_user_string() in CONFIG_FINGERPRINTS and not graph.get(key).is_materializable
 
 
 def _cause(line: str, changed: list[str]) -> str:
@@ -113,7 +124,7 @@ def recorded_changes(instance: DagsterInstance, key: AssetKey, pk: str | None) -
 
 
 STATUS_CACHE = "wse_status_cache.json"  # in DAGSTER_HOME
-_CACHE_FORMAT = 5  # 4: per-asset marks, recomputed incrementally; 5: causes name the edits
+_CACHE_FORMAT = 6  # 4: per-asset marks, recomputed incrementally; 5: causes name the edits; 6: row facts
 
 
 def _signatures(graph) -> dict[str, str]:
@@ -211,11 +222,20 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
                                                             if k.to_user_string() in pending})
         for row in saved["rows"]:
             reuse.setdefault(row.asset, []).append(row)
-        only = _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures, old_marks, marks)
-        only = _with_pending(graph, only, pending)
+    neutral: set[AssetKey] = set()
+    if saved is not None:
+        only = _with_pending(graph, _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures,
+                                                      old_marks, marks, neutral), pending)
+        def redo() -> dict:  # without `neutral`
+            return _with_pending(graph, _dirty_partitions(graph, instance, changed, dirty, old_sig, signatures,
+                                                          old_marks, marks), pending)
     dirty, left, saved_rows, saved_marks = _only_for(graph, assets, dirty, reuse, marks)
+    try:
+        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left, same=neutral)
+    except _NotNeutral:  # a rebuilt asset's status changed: what reads it is recomputed after all
+        only = redo()
+        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left)
     saved_marks, pending = _left_pending(left, only, old_marks, saved_marks)
-    rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
             tmp = cache.with_name(f".{STATUS_CACHE}.{os.getpid()}")
@@ -306,12 +326,30 @@ def _saved_pending(saved: dict, old_marks: dict) -> dict[str, list]:
     return {name: parts for name, (_, parts) in pending.items()}
 
 
+class _NotNeutral(Exception):
+    pass
+
+
+def _same_data_version(instance: DagsterInstance, key: AssetKey, old_id: int, records: list) -> bool:
+    """Whether the newest of `records` (materializations of unpartitioned `key` after `old_id`) has
+    the data version of the materialization `old_id`."""
+    before = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, storage_ids=[old_id]), limit=1)
+    newest = max(records, key=lambda r: r.storage_id) if records else None
+    old = record_data_version(before.records[0]) if before.records else None
+    return old is not None and newest is not None and record_data_version(newest) == old
+
+
 def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], dirty: set[AssetKey],
-                      old_sig: dict, signatures: dict, old_marks: dict, marks: dict) -> dict[AssetKey, set[str | None]]:
+                      old_sig: dict, signatures: dict, old_marks: dict, marks: dict,
+                      neutral: set[AssetKey] | None = None) -> dict[AssetKey, set[str | None]]:
     """For dirty assets whose only change is new materializations of some partitions (a cell run):
     the partitions to recompute — those materialized since the saved mark and, downstream, the
     partitions that read them. An asset missing here is recomputed in full (its definition
-    changed, an observation, a wipe, a partition mapping other than identity / all)."""
+    changed, an observation, a wipe, a partition mapping other than identity / all).
+    `neutral` (if given) gets the unpartitioned assets rebuilt with the same data version (e.g.
+    `wse_initial_worlds` rebuilt from the same files): what reads them is not recomputed on their
+    account — Dagster's resolver compares data versions — provided their own status is unchanged
+    (`_compute_status` checks it, `compute_status` recomputes without this if not)."""
     only: dict[AssetKey, set[str | None]] = {}
     for key in graph.toposorted_asset_keys:
         if key not in dirty:
@@ -329,6 +367,9 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
                                                   limit=10_000)
             if pdef is None:
                 parts.add(None)
+                if neutral is not None and not (set(node.parent_keys) & dirty) \
+                        and _same_data_version(instance, key, old[0], res.records):
+                    neutral.add(key)
             else:
                 parts |= {r.partition_key for r in res.records}
         whole = False
@@ -339,6 +380,8 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
                 whole = True  # a parent recomputed in full (or not materializable): all of this asset
                 break
             ppdef = graph.get(parent).partitions_def
+            if neutral is not None and parent in neutral:
+                continue  # rebuilt with the same data version (see above)
             if ppdef is None and pdef is not None:
                 whole = True  # an unpartitioned parent (a config) changed: every partition reads it
                 break
@@ -357,10 +400,11 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
                     reuse: dict[str, list[CellStatus]] | None = None,
                     only: dict[AssetKey, set[str | None]] | None = None,
-                    left: set[AssetKey] = frozenset()) -> list[CellStatus]:
+                    left: set[AssetKey] = frozenset(), same: set[AssetKey] = frozenset()) -> list[CellStatus]:
     """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`;
     of an asset in `only`, only those partitions are recomputed (the others come from `reuse`);
-    assets in `left` are skipped (no rows: see `_only_for`)."""
+    assets in `left` are skipped (no rows: see `_only_for`); the recomputed rows of an asset in
+    `same` must equal its saved ones, else `_NotNeutral` (see `_dirty_partitions`)."""
     from wse_platform.status_edits import EditLog, with_edits
 
     resolver, edits = _resolver(graph, instance), EditLog(graph, instance)
@@ -393,23 +437,33 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
             elif pk not in done:
                 row = CellStatus(key.to_user_string(), pk, MISSING, [])
             else:
-                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external)
+                facts: dict = {}
+                status, causes = _status_of(graph, resolver, instance, seen, key, pk, parents, external, facts)
                 if status == STALE:  # name the edit behind it, however far upstream
                     causes = with_edits(causes, edits.since_built(key, pk))
-                row = CellStatus(key.to_user_string(), pk, status, causes)
+                row = CellStatus(key.to_user_string(), pk, status, causes, facts or None)
+            if key in same and (not partial or row != old_rows.get(pk)):
+                raise _NotNeutral(key)
             seen[(key, pk)] = row.status
             out.append(row)
     return out
 
 
 def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
-               parents: list[AssetKey], external: list[AssetKey]) -> tuple[str, list[str]]:
+               parents: list[AssetKey], external: list[AssetKey], facts: dict | None = None) -> tuple[str, list[str]]:
+    """`facts` (if given) gets what `status_replay` needs besides the config edges: see `CellStatus.facts`."""
+    facts = {} if facts is None else facts
     stale = resolver.get_status(key, pk) == StaleStatus.STALE
-    causes = _resolver_causes(resolver, key, pk, instance) if stale else []
+    own: list = []
+    causes = _resolver_causes(resolver, key, pk, instance, own) if stale else []
+    if own:
+        facts["own"] = own
     for parent in external:  # partitioned config assets: an edge the resolver does not check
         changed = _external_dep_changes(instance, graph, key, pk, parent)
         stale = stale or bool(changed)
         causes += changed
+        if changed and not is_config(graph, parent):
+            facts.setdefault("ext", {})[parent.to_user_string()] = changed
     sid: list[int | None] = []
     by_name = {p.to_user_string(): p for p in parents}
 
@@ -419,8 +473,11 @@ def _status_of(graph, resolver, instance, seen, key: AssetKey, pk: str | None,
         if not sid:  # Dagster does not check this edge: compare storage ids
             sid.append(_latest_storage_id(instance, key, pk))
         updated = _updated_after(instance, by_name[name], sid[0], ppks) if sid[0] is not None else []
-        return [f"{name}: upstream partition(s) {_listed(updated)} updated (checked explicitly: "
-                f"{len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)"] if updated else []
+        lines = [f"{name}: upstream partition(s) {_listed(updated)} updated (checked explicitly: "
+                 f"{len(ppks)} ≥ {PARTITION_THRESHOLD} upstream partitions)"] if updated else []
+        if lines:
+            facts.setdefault("wide", {})[name] = lines
+        return lines
 
     return combine(stale, causes, [(p.to_user_string(), parent_partitions(graph, key, pk, p)) for p in parents],
                    lambda name, ppk: seen.get((by_name[name], ppk)), wide_edge)

@@ -13,18 +13,21 @@ variables, files the settings name, the instance's event index, the warehouse fi
 The next `wse status` replays a config edit on them when all of this holds, and otherwise
 computes in full:
 - the state key is the same (no run, observation, code or file change since);
-- the settings differ from the saved ones only in numbers, none of them to or from 0 (e.g.
-  `wse.horizon: 2 → 3`): such a number never adds or removes an asset or a partition
-  (`test_status_replay` builds the definitions of the shipped config with every number changed and
-  compares the graphs), so the saved graph holds;
-- no partition downstream of a changed config partition was already stale (what a stale one
-  becomes depends on records this file does not keep).
+- the settings have the same `shape` as the saved ones: the same partitions, and no setting turned
+  None, empty or zero or back (texts, non-zero numbers and judge panels may change: e.g.
+  `wse.horizon: 2 → 3`, a prompt version, a model's revision, a judge's `count`). Such an edit never
+  adds or removes an asset or a partition (`test_status_replay` builds the definitions of the shipped
+  config with every number, text and judge panel changed and compares the graphs), so the saved
+  graph holds.
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
-does what the full check would do after recording the changed ones: a built partition that read a
-changed config partition gets the cause line Dagster's resolver (unpartitioned config) or
-`status._external_dep_changes` (partitioned config) would give, naming the change as
-`versions.describe_changes` would record it; staleness then propagates downstream with the same
-rule (`status_rows.combine`) and the cause lines name the edits since each partition was built.
+does what the full check would do after recording the changed ones: for every built partition
+downstream of a changed one, the cause lines Dagster's resolver gives (its saved causes that are
+not about a config asset, plus an unpartitioned config parent whose version differs from the one
+the provenance names, in the resolver's order) and `status._external_dep_changes` gives
+(partitioned config: the version the provenance's record names against the newest), each naming
+the change as `versions.describe_changes` records it; staleness then propagates downstream with
+the same rule (`status_rows.combine`) and the cause lines name the edits since each partition was
+built. Partitions already stale are replayed the same way (their own causes are in the facts).
 It does not record the new config versions: the next full check, `wse materialize` or the UI's
 `config_observer` sensor does, and the full check then prints the same report
 (`tests/orchestration/test_status_replay.py` compares them).
@@ -45,7 +48,7 @@ from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge
 from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
-_FORMAT = 1
+_FORMAT = 2  # 2: stale partitions' own causes, config edges per partition, the graph shape
 RESOLVER_REASON = "has a new dependency data version"  # Dagster's words for a changed unpartitioned config
 REPLAYED = "the config edit replayed on the full check of"
 
@@ -69,6 +72,41 @@ def numbers_only(old: Any, new: Any) -> bool:
     return type(old) is type(new) and old == new
 
 
+def _skeleton(v: Any) -> Any:
+    """A setting with its numbers, texts and lists reduced to what they are (None, empty / zero or
+    not, a bool's value, a dict's keys): see `shape`."""
+    if isinstance(v, dict):
+        return {k: _skeleton(x) for k, x in sorted(v.items())}
+    if isinstance(v, list):
+        return ["list", bool(v)]
+    if v is None or isinstance(v, bool):
+        return v
+    return ["number" if _is_number(v) else type(v).__name__, bool(v)]
+
+
+def shape(settings: Settings) -> Any:
+    """What of the settings the asset graph depends on (assets, partitions, parents, code versions):
+    the partition keys (`assets/partitions.py`, the same lists), and a skeleton of the rest — an
+    asset is built or left out when a setting is None, empty or zero (a judge, an ablation, a
+    rubric, a benchmark without models), never on a text, a non-zero number or a list's length.
+    Two settings of the same shape have the same graph (`test_status_replay` changes every text,
+    number and judge list of the shipped config and compares the graphs); files a setting names are
+    in the state key (`status_report.quick_key`)."""
+    blob = _settings_blob(settings)
+    blob.pop("source_file", None)
+    e = settings.endings
+    cells = [[list(dict.fromkeys(settings.wse.models)), list(dict.fromkeys(settings.wse.architectures))],
+             [list(dict.fromkeys(settings.ncp.narrators)), list(dict.fromkeys(settings.ncp.architectures))]]
+    sets = [f"human:{c.name}" for c in e.corpora] + [f"gen:{m}:{p}" for m in e.generators for p in e.pipelines]
+    return {"cells": cells, "extraction": list(dict.fromkeys(settings.ncp.extraction_models)), "endings": sets,
+            "cron": settings.rejudge_cron,  # not the graph, but the definitions reject a bad one
+            "skeleton": _skeleton(blob)}
+
+
+def same_shape(facts: dict, settings: Settings) -> bool:
+    return facts.get("shape") == json.loads(json.dumps(shape(settings)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Saving (by the full check, which has the Dagster objects)
 
@@ -77,24 +115,27 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     """The facts described above, or None when a config partition has no recorded version."""
     from assets.versioning import _inputs, _latest_records
     from wse_platform.dagster_private import extract_data_provenance_from_entry
-    from wse_platform.status import parent_partitions, record_data_version
+    from wse_platform.status import (is_config, parent_partitions, record_data_version,
+                                     recorded_changes)
     from wse_platform.status_edits import EditLog
 
     keys = list(graph.toposorted_asset_keys)
     config: dict[str, Any] = {}
     for key in keys:
         name, node = key.to_user_string(), graph.get(key)
-        if name not in CONFIG_FINGERPRINTS or node.is_materializable:
+        if not is_config(graph, key):
             continue
         records = _latest_records(instance, key, node.partitions_def is not None)
         pks = list(node.partitions_def.get_partition_keys()) if node.partitions_def else [None]
         if any(pk not in records for pk in pks):
             return None
-        config[name] = [[pk, record_data_version(records[pk]), _inputs(records[pk])] for pk in pks]
+        config[name] = [[pk, record_data_version(records[pk]), _inputs(records[pk]),
+                         recorded_changes(instance, key, pk)] for pk in pks]
     by_asset: dict[str, list[CellStatus]] = {}
     for r in rows:
         by_asset.setdefault(r.asset, []).append(r)
     edits, assets, built = EditLog(graph, instance), [], {}
+    config_records = _ConfigRecords(instance)
     for key in keys:
         node, name = graph.get(key), key.to_user_string()
         if not node.is_materializable:
@@ -102,7 +143,8 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
         pdef = node.partitions_def
         pks = list(pdef.get_partition_keys()) if pdef else [None]
         parents = []
-        for p in sorted(node.parent_keys, key=lambda k: k.to_user_string()):
+        by_name = sorted(node.parent_keys, key=lambda k: k.to_user_string())
+        for p in by_name:
             pnode, pname = graph.get(p), p.to_user_string()
             if pnode.is_materializable:
                 kind = "mat"
@@ -111,23 +153,85 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
             else:
                 continue  # other sources and llm_calls: a config edit does not change them
             parents.append([pname, kind, {str(pk): parent_partitions(graph, key, pk, p) for pk in pks}])
+        # the partitioned external parents `status._status_of` checks itself, in its order
+        external = [p.to_user_string() for p in by_name if graph.get(p).is_external
+                    and not graph.get(p).is_observable and graph.get(p).partitions_def]
         sources = [s.to_user_string() for s in edits.sources_of(key)]
-        assets.append({"name": name, "pks": pks, "parents": parents, "sources": sources,
+        assets.append({"name": name, "pks": pks, "parents": parents, "sources": sources, "external": external,
                        "partitioned": pdef is not None,
                        "same": [s for s in sources if graph.get(_asset_key(s)).partitions_def == pdef]})
         config_parents = [p for p in parents if p[1] == "config"]
+        latest = _latest_records(instance, key, pdef is not None) if config_parents else {}
         for row in by_asset.get(name, []):
             if row.status == MISSING or not sources:
                 continue
-            fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition)}
+            fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition), **(row.facts or {})}
             if config_parents:
-                rec = instance.get_latest_data_version_record(key, is_source=False, partition_key=row.partition)
-                prov = extract_data_provenance_from_entry(rec.event_log_entry) if rec is not None else None
-                fact["prov"] = sorted(p[0] for p in config_parents
-                                      if prov is not None and _asset_key(p[0]) in prov.input_data_versions)
+                fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
+                                          config_records, extract_data_provenance_from_entry))
             built[f"{name}[{row.partition}]"] = fact
-    return {"format": _FORMAT, "settings": _settings_blob(settings), "config": config, "assets": assets,
-            "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows]}
+    return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
+            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows]}
+
+
+class _ConfigRecords:
+    """The materializations of a config asset, read once (one query per asset instead of two per
+    partition and built partition), answering as `instance.get_latest_data_version_record(key,
+    is_source=False, partition_key=pk, before_cursor=..., after_cursor=...)` does."""
+
+    def __init__(self, instance):
+        self.instance, self._by_key = instance, {}
+
+    def latest(self, key, pk: str | None, before: int | None = None, after: int | None = None):
+        from dagster import AssetRecordsFilter
+
+        if key not in self._by_key:
+            found: dict[str | None, list] = {}
+            every, cursor = [], None
+            while True:  # at most 10,000 records per query
+                res = self.instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=10_000,
+                                                           cursor=cursor)
+                every += res.records
+                if not res.has_more:
+                    break
+                cursor = res.cursor
+            for r in sorted(every, key=lambda r: -r.storage_id):
+                found.setdefault(r.partition_key, []).append(r)
+            self._by_key[key] = found
+        return next((r for r in self._by_key[key].get(pk, [])
+                     if (before is None or r.storage_id < before) and (after is None or r.storage_id > after)), None)
+
+
+def _config_edges(key, pk: str | None, rec, config_parents: list, records: _ConfigRecords, provenance_of) -> dict:
+    """What the full check compares on the config edges of the built partition `key[pk]` (`rec`: its
+    latest materialization): for an unpartitioned config parent the provenance names, the version
+    it read and the sort key of Dagster's cause ("uv"); for a partitioned one, per parent partition,
+    the version of the record the provenance's storage id names and whether a newer record exists
+    ("pv", as `status._external_dep_changes` reads them)."""
+    from wse_platform.dagster_private import AssetKeyPartitionKey
+    from wse_platform.status import record_data_version
+
+    prov = provenance_of(rec.event_log_entry) if rec is not None else None
+    out: dict[str, Any] = {"uv": {}, "pv": {}}
+    if prov is None:
+        return out
+    for pname, _, mapping in config_parents:
+        pkey = _asset_key(pname)
+        if pkey not in prov.input_data_versions:
+            continue
+        ppks = mapping[str(pk)]
+        if ppks == [None]:
+            dep = AssetKeyPartitionKey(pkey, None)
+            out["uv"][pname] = [prov.input_data_versions[pkey].value, f"{AssetKeyPartitionKey(key, pk)}/{dep}"]
+            continue
+        cursor = prov.input_storage_ids.get(pkey)
+        per = {}
+        for ppk in ppks:
+            new = records.latest(pkey, ppk, after=cursor)
+            old = records.latest(pkey, ppk, before=cursor + 1) if cursor else None
+            per[str(ppk)] = [record_data_version(old), new is not None]
+        out["pv"][pname] = per
+    return out
 
 
 def _asset_key(name: str):  # a Dagster AssetKey from a user string (Dagster imported late)
@@ -168,66 +272,77 @@ def replay(settings: Settings) -> tuple[list[CellStatus], str] | None:
     try:
         rows = _replay(settings, facts)
         return None if rows is None else (rows, str(facts["at"]))
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError):  # a foreign or damaged file
+    except Exception:  # a foreign or damaged file, a setting the fingerprints cannot read: the full check says
         return None
 
 
 def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
     if facts["state"] != status_report.quick_key(settings, with_settings=False):
         return None
-    if not numbers_only(facts["settings"], _settings_blob(settings)):
+    if not same_shape(facts, settings):
         return None
-    changed: dict[tuple[str, str | None], list[str]] = {}  # config partition -> what changed
+    current: dict[tuple[str, str | None], tuple[str | None, list[str]]] = {}  # config partition -> version, changes
+    changed: dict[tuple[str, str | None], list[str]] = {}  # config partition -> what changed now
     order: dict[str, list[str | None]] = {}
     with memoized():  # 444 cells read the same prompt and code files
         for name, entries in facts["config"].items():
             fp = CONFIG_FINGERPRINTS[name][2]
-            for pk, version, inputs in entries:
+            for pk, version, inputs, recorded in entries:
                 new_version, new_inputs = with_inputs(fp, settings, pk)
+                current[(name, pk)] = (version, list(recorded))
                 if new_version != version:
                     changed[(name, pk)] = describe_changes(inputs, new_inputs)
+                    current[(name, pk)] = (new_version, changed[(name, pk)])
                     order.setdefault(name, []).append(pk)
     saved: dict[str, list[CellStatus]] = {}
     for asset, pk, status, causes in facts["rows"]:
         saved.setdefault(asset, []).append(CellStatus(asset, pk, status, list(causes)))
     dirty = {name for name, _ in changed}
-    for a in facts["assets"]:  # topological order: a dirty parent makes the asset dirty
-        if any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
-            dirty.add(a["name"])
-            if any(r.status == STALE for r in saved.get(a["name"], [])):
-                return None  # what an already stale partition becomes needs records not kept here
     seen: dict[tuple[str, str | None], str] = {}
     out: list[CellStatus] = []
-    for a in facts["assets"]:
+    for a in facts["assets"]:  # topological order: a dirty parent makes the asset dirty
         rows = saved.get(a["name"], [])
-        if a["name"] in dirty:
-            rows = [_row(a, r, facts["built"], changed, order, seen) for r in rows]
+        if any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
+            dirty.add(a["name"])
+            rows = [_row(a, r, facts["built"], current, changed, order, seen) for r in rows]
         for r in rows:
             seen[(r.asset, r.partition)] = r.status
         out += rows
     return out
 
 
-def _row(asset: dict, row: CellStatus, built: dict, changed: dict, order: dict, seen: dict) -> CellStatus:
+def _row(asset: dict, row: CellStatus, built: dict, current: dict, changed: dict, order: dict,
+         seen: dict) -> CellStatus:
+    """The row as the full check would compute it once the changed config versions are recorded."""
     if row.status == MISSING:
         return row
     pk, name = row.partition, asset["name"]
     fact = built.get(f"{name}[{pk}]", {})
-    prov = set(fact.get("prov", []))
-    causes: list[str] = []
-    config = [(p, mapping[str(pk)]) for p, kind, mapping in asset["parents"] if kind == "config" and p in prov]
-    # Dagster's resolver checks the unpartitioned ones (its causes come first, by dependency);
-    # `status._external_dep_changes` the partitioned ones, by parent name
-    for pname, ppks in [c for c in config if c[1] == [None]] + [c for c in config if c[1] != [None]]:
-        for ppk in ppks:
-            if (pname, ppk) not in changed:
+    # Dagster's resolver: its own causes (code, rebuilt parents...) and the unpartitioned config
+    # parents whose version differs from the one the provenance names, ordered by its sort key
+    resolver = [tuple(c) for c in fact.get("own", [])]
+    for pname, (read, sort_key) in fact.get("uv", {}).items():
+        version, what = current[(pname, None)]
+        if version != read:
+            line = f"{pname}: {RESOLVER_REASON}"
+            resolver.append((sort_key, line + (f" ({'; '.join(what)})" if what else "")))
+    causes = [line for _, line in sorted(resolver, key=lambda c: c[0])]
+    # `status._external_dep_changes`: the partitioned external parents, by name
+    for pname in asset.get("external", []):
+        if pname not in fact.get("pv", {}):
+            causes += fact.get("ext", {}).get(pname, [])
+            continue
+        for ppk, (read, newer) in fact["pv"][pname].items():
+            key = (pname, ppk)
+            if not (newer or key in changed):
                 continue
-            what = changed[(pname, ppk)]
-            line = (f"{pname}[{ppk}]: has a new data version" if ppk is not None
-                    else f"{pname}: {RESOLVER_REASON}")
-            causes.append(line + (f" ({'; '.join(what)})" if what else ""))
+            version, what = current[key]
+            if version != read:
+                causes.append(f"{pname}[{ppk}]: has a new data version" + (f" ({'; '.join(what)})" if what else ""))
     mat = [(p, mapping[str(pk)]) for p, kind, mapping in asset["parents"] if kind == "mat"]
-    status, causes = combine(bool(causes), causes, mat, lambda p, ppk: seen.get((p, ppk)), lambda p, ppks: [])
+    wide = fact.get("wide", {})
+    status, causes = combine(bool(causes), causes, mat, lambda p, ppk: seen.get((p, ppk)),
+                             lambda p, ppks: list(wide.get(p, [])))
     if status == STALE:
         records: list[list[str]] = []
         for source in asset["sources"]:

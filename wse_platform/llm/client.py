@@ -522,13 +522,19 @@ class LLMClient:
             for twin in twins[1:]:
                 self._finish(twin, resp, True, progress)
 
+        TALLY.sending(len(calls))   # calls in flight to a model in this process (parallel_runs reads it)
         try:
             responses = backend.generate(calls, on_result=on_result)
         except (BackendUnavailable, LLMInfrastructureError):
+            TALLY.sending(-len(calls))
             raise  # a setup/infrastructure problem (runtime missing, cache or records unwritable)
         except Exception as err:  # a backend bug must not kill the batch: the calls become failures
             log.exception("backend %s crashed on a batch of %d calls", backend.name, len(calls))
             responses = [BackendResponse(error=f"{type(err).__name__}: {err}") for _ in calls]
+        except BaseException:
+            TALLY.sending(-len(calls))
+            raise
+        TALLY.sending(-len(calls))
         for i, resp in enumerate(responses):
             on_result(i, resp)
         for i in range(len(group)):
