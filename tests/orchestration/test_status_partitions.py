@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dagster import AssetKey, Definitions, StaticPartitionsDefinition, asset, instance_for_test, materialize
 
+from tests.orchestration._resolver_asks import record_asks
 from wse_platform import status
 
 CELLS = StaticPartitionsDefinition(["a", "b", "c"])
@@ -36,11 +37,7 @@ def _all_built_then_record(defs, instance, monkeypatch) -> list[tuple[str, str |
         materialize([cell, verdict], instance=instance, partition_key=pk)
     materialize([table], instance=instance, selection=[table])
     assert status.compute_status(defs, instance) == []          # saved report: everything fresh
-    asked: list[tuple[str, str | None]] = []
-    real = status._status_of
-    monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
-                        asked.append((key.to_user_string(), pk)) or real(graph, resolver, inst, seen, key, pk, *rest))
-    return asked
+    return record_asks(monkeypatch)
 
 
 def test_a_cell_run_recomputes_that_cell_only(monkeypatch):

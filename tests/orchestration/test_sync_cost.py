@@ -16,6 +16,7 @@ from dagster import (AssetCheckKey, AssetKey, AssetSelection, DagsterInstance, D
 
 from assets.sync import IN_SYNC, build
 from wse_platform import status
+from tests.orchestration._resolver_asks import record_asks
 from wse_platform.runner import QUIET_RUN_CONFIG
 
 CELLS = StaticPartitionsDefinition(["a", "b", "c"])
@@ -45,15 +46,6 @@ def table() -> None:
     return None
 
 
-def _asked(monkeypatch) -> list[tuple[str, str | None]]:
-    """The (asset, partition) pairs the status computation asks Dagster's stale resolver about from now on."""
-    asked: list[tuple[str, str | None]] = []
-    real = status._status_of
-    monkeypatch.setattr(status, "_status_of", lambda graph, resolver, inst, seen, key, pk, *rest:
-                        asked.append((key.to_user_string(), pk)) or real(graph, resolver, inst, seen, key, pk, *rest))
-    return asked
-
-
 def test_a_computation_for_some_assets_leaves_only_the_partitions_below_them_pending(monkeypatch):
     defs = Definitions(assets=[cell, verdict, score, table])
     with instance_for_test() as instance:
@@ -61,7 +53,7 @@ def test_a_computation_for_some_assets_leaves_only_the_partitions_below_them_pen
             materialize([cell, verdict, score], instance=instance, partition_key=pk)
         materialize([table], instance=instance, selection=[table])
         full = status.compute_status(defs, instance, only_problems=False)
-        asked = _asked(monkeypatch)
+        asked = record_asks(monkeypatch)
         materialize([cell], instance=instance, partition_key="b", selection=[cell])  # a cell run's first step
         status.compute_status(defs, instance, only_problems=False, assets=[AssetKey("cell")])
         assert asked == [("cell", "b")]
@@ -87,7 +79,7 @@ def test_pending_partitions_survive_a_computation_that_does_not_reach_them(monke
             materialize([cell, verdict, score], instance=instance, partition_key=pk)
         materialize([table], instance=instance, selection=[table])
         status.compute_status(defs, instance, only_problems=False)
-        asked = _asked(monkeypatch)
+        asked = record_asks(monkeypatch)
         for pk in ("a", "c"):
             materialize([cell], instance=instance, partition_key=pk, selection=[cell])
             status.compute_status(defs, instance, only_problems=False, assets=[AssetKey("cell")])
@@ -113,7 +105,7 @@ def test_a_cell_run_computes_each_partition_status_it_needs_once(monkeypatch):
                            selection=AssetSelection.assets("cell", "verdict", "score")).success
     assert materialize(everything, instance=instance, run_config=QUIET_RUN_CONFIG,
                        selection=AssetSelection.assets("table")).success
-    asked = _asked(monkeypatch)
+    asked = record_asks(monkeypatch)
     assert materialize(everything, instance=instance, run_config=QUIET_RUN_CONFIG, partition_key="b",
                        selection=AssetSelection.assets("cell", "verdict", "score")).success
     # old code: verdict[b] and score[b] asked again by each later step's hook (on what it was replacing)
