@@ -46,12 +46,16 @@ def table() -> None:
     return None
 
 
+def _build_all(instance) -> None:
+    for pk in CELLS.get_partition_keys():
+        materialize([cell, verdict, score], instance=instance, partition_key=pk)
+    materialize([table], instance=instance, selection=[table])
+
+
 def test_a_computation_for_some_assets_leaves_only_the_partitions_below_them_pending(monkeypatch):
     defs = Definitions(assets=[cell, verdict, score, table])
     with instance_for_test() as instance:
-        for pk in CELLS.get_partition_keys():
-            materialize([cell, verdict, score], instance=instance, partition_key=pk)
-        materialize([table], instance=instance, selection=[table])
+        _build_all(instance)
         full = status.compute_status(defs, instance, only_problems=False)
         asked = record_asks(monkeypatch)
         materialize([cell], instance=instance, partition_key="b", selection=[cell])  # a cell run's first step
@@ -75,9 +79,7 @@ def test_pending_partitions_survive_a_computation_that_does_not_reach_them(monke
     """Two computations for other assets in a row (two cells' runs) keep both cells pending below them."""
     defs = Definitions(assets=[cell, verdict, score, table])
     with instance_for_test() as instance:
-        for pk in CELLS.get_partition_keys():
-            materialize([cell, verdict, score], instance=instance, partition_key=pk)
-        materialize([table], instance=instance, selection=[table])
+        _build_all(instance)
         status.compute_status(defs, instance, only_problems=False)
         asked = record_asks(monkeypatch)
         for pk in ("a", "c"):
