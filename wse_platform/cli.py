@@ -192,13 +192,22 @@ def _leave_status(args, settings, defs, instance) -> None:
     if getattr(args, "no_status", False):
         return
 
-    from wse_platform import instance_sqlite
-    instance_sqlite.let_go()  # else the runs' held connections checkpoint at exit, after the report's key
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             _full_status(argparse.Namespace(**{**vars(args), "all": False, "full": False}), settings, defs, instance)
     except Exception as err:  # never fails the command: the next `wse status` computes in full
         print(f"note: the status was not saved for `wse status` ({type(err).__name__}: {err})", file=sys.stderr)
+
+
+def settle() -> None:
+    """Close the connections this process keeps to the instance's files (the runs' holders of
+    `instance_sqlite`, the event log storage's engines): the status keys then stamp the files as the
+    next process finds them (a held connection closing at exit would checkpoint the WAL after the stamp).
+    New connections are made by the next query."""
+    from wse_platform import instance_sqlite
+    from wse_platform.dagster_private import release_event_log_connections
+    instance_sqlite.release()
+    release_event_log_connections()
 
 
 def _full_status(args, settings, defs=None, instance=None) -> int:
@@ -214,9 +223,6 @@ def _full_status(args, settings, defs=None, instance=None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     observe_sources(defs, instance)
-    # The keys stamp the instance's files as the next process finds them: no connection held open
-    # (closing one at exit would checkpoint the WAL after the stamp).
-    from wse_platform.dagster_private import release_event_log_connections as settle
     flags = {"all": args.all}
     settle()
     key = status_report.quick_key(settings, flags)  # after observing: the state this report describes

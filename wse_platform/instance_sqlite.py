@@ -46,14 +46,14 @@ def install(home: str | Path) -> None:
     if _state["home"] != root:  # another instance (tests): the files of the previous one are let go
         release()
         _ours.clear()
-    _state["home"], _state["paused"] = root, False
+    _state["home"] = root
     if first:
         event.listen(Engine, "connect", _on_connect)
 
 
 def _on_connect(dbapi_connection, connection_record) -> None:
     home = _state["home"]
-    if home is None or _state.get("paused") or not isinstance(dbapi_connection, sqlite3.Connection):
+    if home is None or not isinstance(dbapi_connection, sqlite3.Connection):
         return
     try:
         row = dbapi_connection.execute("PRAGMA database_list").fetchone()
@@ -105,16 +105,9 @@ def held() -> list[str]:
         return list(_held)
 
 
-def let_go() -> None:
-    """Close the held connections and hold no more until the next `install`: the files are then final
-    whenever this process's last connection to them closes (`wse materialize` before the status check
-    it leaves behind, which stamps them: `status_report`)."""
-    release()
-    _state["paused"] = True
-
-
 def release() -> None:
-    """Close the held connections (tests; a process exiting closes them anyway)."""
+    """Close the held connections (tests; `cli.settle` before the status stamps the files; a process
+    exiting closes them anyway)."""
     with _lock:
         while _held:
             _held.popitem()[1].close()
