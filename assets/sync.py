@@ -96,9 +96,9 @@ def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None,
     return out
 
 
-def _evaluation(key: AssetKey, rows: Sequence[CellStatus], rec) -> AssetCheckEvaluation:
-    """The runless `in_sync` evaluation of materialization record `rec` of `key`."""
-    passed, description, meta = verdict(rows)
+def _evaluation(key: AssetKey, rec, judged: tuple) -> AssetCheckEvaluation:
+    """The runless `in_sync` evaluation of materialization record `rec` of `key`; `judged` = `verdict(rows)`."""
+    passed, description, meta = judged
     target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
                                                            timestamp=rec.timestamp)
     return AssetCheckEvaluation(asset_key=key, check_name=IN_SYNC, passed=passed, severity=AssetCheckSeverity.WARN,
@@ -120,7 +120,7 @@ def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence
     # what is downstream of them (the run's later steps, the tables) is left pending for the next
     # computation, which recomputes just the partitions that read what changed
     rows = status_by_asset(graph, instance, assets=sorted(built, key=lambda k: k.to_user_string()))
-    events = [_evaluation(key, rows.get(key.to_user_string(), []), rec)
+    events = [_evaluation(key, rec, verdict(rows.get(key.to_user_string(), [])))
               for key, rec in sorted(built.items(), key=lambda kv: kv[0].to_user_string())]
     for ev in events:
         instance.report_runless_asset_event(ev)
@@ -244,11 +244,7 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],
         if rec is None or rec.storage_id != newest:  # built again meanwhile: that run says, else the next tick
             state.pop(asset)
             continue
-        target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
-                                                               timestamp=rec.timestamp)
-        events.append(AssetCheckEvaluation(asset_key=key, check_name=IN_SYNC, passed=passed,
-                                           severity=AssetCheckSeverity.WARN, description=description,
-                                           metadata=meta, target_materialization_data=target))
+        events.append(_evaluation(key, rec, (passed, description, meta)))
     return events, state
 
 
