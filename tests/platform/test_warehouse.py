@@ -82,14 +82,12 @@ def test_held_reuses_one_connection_and_other_threads_wait(wh, monkeypatch):
     connection with its own settings inside it is refused rather than deadlocking."""
     import threading
 
-    import duckdb
-
     import wse_platform.warehouse as mod
 
     wh.ensure_schema()
     opened = []
-    real = duckdb.connect
-    monkeypatch.setattr(mod.duckdb, "connect", lambda *a, **k: opened.append(a) or real(*a, **k))
+    real = mod.Warehouse._open
+    monkeypatch.setattr(mod.Warehouse, "_open", lambda self, *a, **k: opened.append(a) or real(self, *a, **k))
     df = rows("m", "B1", 1)
     order = []
     with wh.held():
