@@ -45,11 +45,12 @@ from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, Asse
                      success_hook)
 
 from assets.automation import LazyGraph, named
-from wse_platform.dagster_private import (AssetCheckEvaluationTargetMaterializationData, AssetGraph,
+from wse_platform.dagster_private import (DATA_VERSION_TAG, AssetCheckEvaluationTargetMaterializationData, AssetGraph,
                                           latest_check_executions)
 from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
 
 IN_SYNC = "in_sync"
+PARTITION_TAG = "dagster/partition"  # the run's partition key (Dagster's tag on a partitioned run)
 SENSOR = "sync_status"
 OUT_OF_SYNC = (STALE, INCOMPLETE)
 DESCRIPTION = ("Every materialized partition is in sync with what it was built from: no config, prompt, code "
@@ -175,17 +176,60 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
         todo = [k.asset_key for k in keys if k.asset_key not in said]
         # only the run's assets and their ancestors: a cell run does not recompute the final tables' status
         rows = status_by_asset(graph.resolved(), context.instance, assets=todo) if todo else {}
+        after: dict[AssetKey, bool] = {}
         for key in keys:
             ev = said.get(key.asset_key)
             passed, description, meta = ((ev.passed, ev.description, ev.metadata) if ev is not None
                                          else verdict(rows.get(key.asset_key.to_user_string(), [])))
+            after[key.asset_key] = passed
             yield AssetCheckResult(asset_key=key.asset_key, check_name=IN_SYNC, passed=passed,
                                    severity=AssetCheckSeverity.WARN, description=description, metadata=meta)
         # what this run's rebuild changed elsewhere (downstream assets, ...): said now, not at the
-        # sensor's next tick (up to 30 s later)
-        report_changed_verdicts(graph.resolved(), context.instance,
-                                skip={k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
+        # sensor's next tick (up to 30 s later); nothing to say after a rebuild that changed nothing
+        if not rebuilt_as_before(context.instance, context.run.run_id, context.run.tags.get(PARTITION_TAG), after):
+            report_changed_verdicts(graph.resolved(), context.instance,
+                                    skip={k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
     return [sync_checks]
+
+
+def rebuilt_as_before(instance, run_id: str, partition: str | None, after: Mapping[AssetKey, bool]) -> bool:
+    """This run's rebuild cannot have changed another asset's `in_sync` verdict: each asset it
+    materialized (`after`: asset -> its verdict now) passes now and passed before the run (its latest
+    evaluation not made by this run), and its materialization (of the run's `partition`) replaced one
+    with the same data version. Other assets read data versions and their upstreams' status only,
+    so the status computation for them (the final tables read every cell) is skipped: a cell rerun
+    whose answers all come from the cache. Conservative: anything else (a new data version or
+    partition, a verdict that was or is failing, no data version) returns False. A few queries per asset."""
+    if not after or not all(after.values()):
+        return False
+    for key in after:
+        res = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None), limit=4)
+        recs = res.records
+        if not recs or recs[0].run_id != run_id:
+            return False
+        before = next((r for r in recs if r.run_id != run_id), None)
+        if before is None:  # first build of this partition, or built more than 3 times in this run
+            return False
+        versions = [(r.asset_materialization.tags or {}).get(DATA_VERSION_TAG) for r in (recs[0], before)]
+        if versions[0] is None or versions[0] != versions[1]:
+            return False
+        if not _passed_before(instance, key, run_id):
+            return False
+    return True
+
+
+def _passed_before(instance, key: AssetKey, run_id: str) -> bool:
+    """The latest `in_sync` evaluation of `key` not made by run `run_id` (nor by its steps' hooks) passed."""
+    for rec in instance.event_log_storage.get_asset_check_execution_history(AssetCheckKey(key, IN_SYNC), limit=6):
+        ev = rec.evaluation
+        if rec.run_id == run_id or not isinstance(ev, AssetCheckEvaluation):
+            continue
+        target = ev.target_materialization_data
+        if target is not None and target.run_id == run_id:
+            continue
+        return bool(ev.passed)
+    return False
 
 
 def report_changed_verdicts(graph: AssetGraph, instance, skip: set[str]) -> int:
