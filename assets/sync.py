@@ -22,7 +22,8 @@ One function (`verdict`) decides, in three places:
 - in the run's `sync_checks` step (after its assets): the run's planned evaluations get the verdict
   the hook reported (copied, nothing recomputed), and the step reports the verdicts its rebuild
   changed on other assets (downstream of it), so a run leaves no asset showing a verdict older than
-  the run;
+  the run (not computed when the rebuild changed nothing: the same data versions, its assets in sync
+  before and after, `rebuilt_as_before`);
 - in the `sync_status` sensor (every 30 s), when the verdict differs from the latest evaluation
   (a config or prompt edit, an upstream rebuild, a code change, an edit undone, an asset built
   before this check existed), or when the latest is a run's planned evaluation (the UI would show
