@@ -187,16 +187,20 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
                                    severity=AssetCheckSeverity.WARN, description=description, metadata=meta)
         # what this run's rebuild changed elsewhere (downstream assets, ...): said now, not at the
         # sensor's next tick (up to 30 s later); nothing to say after a rebuild that changed nothing
-        if not rebuilt_as_before(context.instance, context.run.run_id, context.run.tags.get(PARTITION_TAG), after):
+        g, pk = graph.resolved(), context.run.tags.get(PARTITION_TAG)
+        if not rebuilt_as_before(context.instance, context.run.run_id,
+                                 {k: pk if g.get(k).partitions_def is not None else None for k in after}, after):
             report_changed_verdicts(graph.resolved(), context.instance,
                                     skip={k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
     return [sync_checks]
 
 
-def rebuilt_as_before(instance, run_id: str, partition: str | None, after: Mapping[AssetKey, bool]) -> bool:
+def rebuilt_as_before(instance, run_id: str, partition: Mapping[AssetKey, str | None],
+                      after: Mapping[AssetKey, bool]) -> bool:
     """This run's rebuild cannot have changed another asset's `in_sync` verdict: each asset it
     materialized (`after`: asset -> its verdict now) passes now and passed before the run (its latest
-    evaluation not made by this run), and its materialization (of the run's `partition`) replaced one
+    evaluation not made by this run), and its materialization (of `partition[asset]`, None for an
+    unpartitioned asset) replaced one
     with the same data version. Other assets read data versions and their upstreams' status only,
     so the status computation for them (the final tables read every cell) is skipped: a cell rerun
     whose answers all come from the cache. Conservative: anything else (a new data version or
@@ -205,7 +209,8 @@ def rebuilt_as_before(instance, run_id: str, partition: str | None, after: Mappi
         return False
     for key in after:
         res = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[partition] if partition else None), limit=4)
+            AssetRecordsFilter(asset_key=key, asset_partitions=[partition[key]] if partition.get(key) else None),
+            limit=4)
         recs = res.records
         if not recs or recs[0].run_id != run_id:
             return False
