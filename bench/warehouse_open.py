@@ -3,7 +3,7 @@
 in-memory instance), read-write and read-only, on a warehouse with the full schema (`sql/`).
 Interleaved rounds, median of the rounds; one process, so the ratio is stable under load.
 
-    python bench/warehouse_open.py [--n 50] [--rounds 5] [--warehouse PATH]   # a copy of PATH is used
+    PYTHONPATH=. python bench/warehouse_open.py [--n 50] [--rounds 5] [--warehouse PATH]   # a copy of PATH is used
 """
 from __future__ import annotations
 
