@@ -57,3 +57,33 @@ def test_an_error_inside_a_transaction_leaves_the_next_open_clean(tmp_path):
     with wh.connect(read_only=True) as con:  # attached again, read-only now
         with pytest.raises(duckdb.Error):
             con.execute("INSERT INTO wse_trajectories (model, arch, seed_id) VALUES ('m', 'B1', 's2')")
+
+
+def test_threads_read_and_write_at_once(tmp_path):
+    """Readers share the lock, each thread attaching the file to its own instance; a writer queues."""
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    wh.ensure_schema()
+    errors, reads = [], []
+
+    def reader():
+        try:
+            for _ in range(10):
+                with wh.connect(read_only=True) as con:
+                    reads.append(con.execute("SELECT count(*) FROM wse_trajectories").fetchall()[0][0])
+        except Exception as err:  # noqa: BLE001 - collected for the assertion
+            errors.append(repr(err))
+
+    def writer():
+        try:
+            for i in range(5):
+                wh.execute("INSERT INTO wse_trajectories (model, arch, seed_id) VALUES ('m', 'B1', ?)", [f"s{i}"])
+        except Exception as err:  # noqa: BLE001
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=reader) for _ in range(2)] + [threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == [] and len(reads) == 20
+    assert wh.query("SELECT count(*) AS n FROM wse_trajectories")["n"][0] == 5
