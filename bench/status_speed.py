@@ -22,6 +22,9 @@ A warehouse with the paper's cell counts: `bench/status_grid.py`.
     python bench/status_speed.py --config .wse-demo/wse.yaml [--runs 3] [--profile] [--build-stub]
     python bench/status_speed.py --config wse.yaml --edit ncp.t_max=2 --runs 3
     python bench/status_speed.py --config wse.yaml --after-run wse_cell_metrics --runs 2
+    python bench/status_speed.py --config wse.yaml --edit 'wse.architectures=[B1, B2]' --runs 2  # graph-changing
+    python bench/status_speed.py --config /tmp/status-grid/wse.yaml --edit 'models.m13={backend: litellm,
+        model_id: hosted_vllm/m13, api_base: "http://127.0.0.1:9/v1"}' --edit 'wse.models=[m01, ..., m13]'
 """
 from __future__ import annotations
 
@@ -62,7 +65,7 @@ def build_with_stub(config: str) -> None:
     print(f"stub build: exit {rc} in {time.perf_counter() - t0:.1f} s")
 
 
-def edited_copy(config: str, edit: str | None, run: str | None = None) -> str:
+def edited_copy(config: str, edit: list[str] | str | None, run: str | None = None) -> str:
     """Copy the config's output folder (warehouse, Dagster home, cache) to a temp folder, write a
     config pointing there with `edit` applied (and then `wse materialize --select RUN` run there);
     return its path."""
@@ -90,8 +93,8 @@ def edited_copy(config: str, edit: str | None, run: str | None = None) -> str:
     before = _status(str(copy))
     print(f"copied {out} to {tmp / out.name}; `wse status` before the edit: {time.perf_counter() - t0:.2f} s wall, "
           f"{before.cpu_s:.2f} s CPU (exit {before.returncode}): {_summary(before)}")
-    if edit:
-        dotted, value = edit.split("=", 1)
+    for one in ([edit] if isinstance(edit, str) else edit or []):
+        dotted, value = one.split("=", 1)
         *parents, leaf = dotted.split(".")
         node = raw
         for part in parents:
@@ -133,8 +136,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--build-stub", action="store_true", help="materialize first, with a stub model")
-    ap.add_argument("--edit", help="KEY=VALUE (YAML value, dotted key): time the calls after this config edit, "
-                                   "in a copy of the output folder")
+    ap.add_argument("--edit", action="append", help="KEY=VALUE (YAML value, dotted key): time the calls after "
+                    "this config edit, in a copy of the output folder; repeat it for an edit of several keys "
+                    "(e.g. a model added: its `models.NAME` entry and `wse.models`)")
     ap.add_argument("--after-run", metavar="SELECT", help="in a copy of the output folder (after --edit, if "
                     "given), run `wse materialize --select SELECT`, then time the calls (space-separated names)")
     args = ap.parse_args()

@@ -48,7 +48,7 @@ from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge
 from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
-_FORMAT = 2  # 2: stale partitions' own causes, config edges per partition, the graph shape
+_FORMAT = 3  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families
 RESOLVER_REASON = "has a new dependency data version"  # Dagster's words for a changed unpartitioned config
 REPLAYED = "the config edit replayed on the full check of"
 
@@ -94,10 +94,10 @@ def shape(settings: Settings) -> Any:
     in the state key (`status_report.quick_key`)."""
     blob = _settings_blob(settings)
     blob.pop("source_file", None)
-    e = settings.endings
+    from wse_platform.status_reshape import endings_sets
     cells = [[list(dict.fromkeys(settings.wse.models)), list(dict.fromkeys(settings.wse.architectures))],
              [list(dict.fromkeys(settings.ncp.narrators)), list(dict.fromkeys(settings.ncp.architectures))]]
-    sets = [f"human:{c.name}" for c in e.corpora] + [f"gen:{m}:{p}" for m in e.generators for p in e.pipelines]
+    sets = endings_sets(settings)
     return {"cells": cells, "extraction": list(dict.fromkeys(settings.ncp.extraction_models)), "endings": sets,
             "cron": settings.rejudge_cron,  # not the graph, but the definitions reject a bad one
             "skeleton": _skeleton(blob)}
@@ -170,8 +170,14 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                 fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
                                           config_records, extract_data_provenance_from_entry))
             built[f"{name}[{row.partition}]"] = fact
+    from wse_platform.status_reshape import saved_families
+    fams, family_keys = saved_families(settings, {**{a["name"]: a["pks"] for a in assets},
+                                                  **{n: [e[0] for e in entries] for n, entries in config.items()}})
+    done = {a["name"]: sorted(instance.get_materialized_partitions(_asset_key(a["name"])))
+            for a in assets if a["partitioned"]}  # ever built, also partitions no longer in the graph
     return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
-            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows]}
+            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
+            "families": fams, "family_keys": family_keys, "done": done}
 
 
 class _ConfigRecords:
@@ -279,8 +285,11 @@ def replay(settings: Settings) -> tuple[list[CellStatus], str] | None:
 def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
     if facts["state"] != status_report.quick_key(settings, with_settings=False):
         return None
-    if not same_shape(facts, settings):
-        return None
+    if not same_shape(facts, settings):  # a partition list changed (a model added...): see status_reshape
+        from wse_platform.status_reshape import encode, reshape
+        facts = reshape(facts, settings, encode(shape(settings)))
+        if facts is None:
+            return None
     current: dict[tuple[str, str | None], tuple[str | None, list[str]]] = {}  # config partition -> version, changes
     changed: dict[tuple[str, str | None], list[str]] = {}  # config partition -> what changed now
     order: dict[str, list[str | None]] = {}
@@ -297,12 +306,12 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
     saved: dict[str, list[CellStatus]] = {}
     for asset, pk, status, causes in facts["rows"]:
         saved.setdefault(asset, []).append(CellStatus(asset, pk, status, list(causes)))
-    dirty = {name for name, _ in changed}
+    dirty = {name for name, _ in changed} | set(facts.get("redo", []))
     seen: dict[tuple[str, str | None], str] = {}
     out: list[CellStatus] = []
     for a in facts["assets"]:  # topological order: a dirty parent makes the asset dirty
         rows = saved.get(a["name"], [])
-        if any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
+        if a["name"] in dirty or any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
             dirty.add(a["name"])
             rows = [_row(a, r, facts["built"], current, changed, order, seen) for r in rows]
         for r in rows:
