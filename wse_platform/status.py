@@ -15,8 +15,9 @@ Statuses:
 
 Cost: the resolver is only asked about materialized partitions (one query per asset lists
 them); never-materialized partitions are ``missing`` without further queries. The result is
-kept in DAGSTER_HOME and the next call recomputes only the assets with a new event or a new
-definition, and what is downstream of them (``compute_status``).
+kept in DAGSTER_HOME and the next call recomputes only the partitions whose inputs changed (a new
+event, a new definition, partitions added by a new model or architecture), and the partitions that
+read them (``compute_status``, ``_dirty_partitions``).
 """
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ computes in full:
   `wse.horizon: 2 → 3`, a prompt version, a model's revision, a judge's `count`). Such an edit never
   adds or removes an asset or a partition (`test_status_replay` builds the definitions of the shipped
   config with every number, text and judge panel changed and compares the graphs), so the saved
-  graph holds.
+  graph holds; or they differ in partition lists only (a model, an architecture... added or
+  removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`.
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
 does what the full check would do after recording the changed ones: for every built partition
 downstream of a changed one, the cause lines Dagster's resolver gives (its saved causes that are
@@ -115,9 +116,8 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     """The facts described above, or None when a config partition has no recorded version."""
     from assets.versioning import _inputs, _latest_records
     from wse_platform.dagster_private import extract_data_provenance_from_entry
-    from wse_platform.status import (is_config, parent_partitions, record_data_version,
-                                     recorded_changes)
-    from wse_platform.status_edits import EditLog
+    from wse_platform.status import is_config, parent_partitions, record_data_version
+    from wse_platform.status_edits import EditLog, record_changes
 
     keys = list(graph.toposorted_asset_keys)
     config: dict[str, Any] = {}
@@ -130,7 +130,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
         if any(pk not in records for pk in pks):
             return None
         config[name] = [[pk, record_data_version(records[pk]), _inputs(records[pk]),
-                         recorded_changes(instance, key, pk)] for pk in pks]
+                         record_changes(records[pk])] for pk in pks]
     by_asset: dict[str, list[CellStatus]] = {}
     for r in rows:
         by_asset.setdefault(r.asset, []).append(r)
