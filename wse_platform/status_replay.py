@@ -119,14 +119,24 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     from wse_platform.status import is_config, parent_partitions, record_data_version
     from wse_platform.status_edits import EditLog, record_changes
 
+    from wse_platform.status import event_marks
+
     keys = list(graph.toposorted_asset_keys)
+    # what the last full check gathered, reused where nothing it was read from changed (`stamp`)
+    prev = _load(settings) or {}
+    marks = event_marks(graph, instance)
+    prev_marks = prev.get("marks") or {}
     config: dict[str, Any] = {}
     for key in keys:
         name, node = key.to_user_string(), graph.get(key)
         if not is_config(graph, key):
             continue
-        records = _latest_records(instance, key, node.partitions_def is not None)
         pks = list(node.partitions_def.get_partition_keys()) if node.partitions_def else [None]
+        old = (prev.get("config") or {}).get(name)
+        if old is not None and prev_marks.get(name) == marks[name] and [e[0] for e in old] == pks:
+            config[name] = old  # no new version of any partition since
+            continue
+        records = _latest_records(instance, key, node.partitions_def is not None)
         if any(pk not in records for pk in pks):
             return None
         config[name] = [[pk, record_data_version(records[pk]), _inputs(records[pk]),
@@ -161,15 +171,28 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                        "partitioned": pdef is not None,
                        "same": [s for s in sources if graph.get(_asset_key(s)).partitions_def == pdef]})
         config_parents = [p for p in parents if p[1] == "config"]
-        latest = _latest_records(instance, key, pdef is not None) if config_parents else {}
+        latest = None
         for row in by_asset.get(name, []):
             if row.status == MISSING or not sources:
                 continue
+            # what this fact is read from: the partition's newest materialization, its sources' newest
+            # events (their edits, the config records around its provenance) and its config edges
+            stamp = json.loads(json.dumps([edits.built_at(key, row.partition), [[s, marks[s]] for s in sources],
+                                           [[p[0], p[2][str(row.partition)]] for p in config_parents],
+                                           assets[-1]["same"]]))
+            label = f"{name}[{row.partition}]"
+            old = (prev.get("built") or {}).get(label)
+            if old is not None and old.get("stamp") == stamp:
+                built[label] = {"edits": old["edits"], **(row.facts or {}),
+                                **{k: old[k] for k in ("uv", "pv") if k in old}, "stamp": stamp}
+                continue
             fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition), **(row.facts or {})}
             if config_parents:
+                if latest is None:
+                    latest = _latest_records(instance, key, pdef is not None)
                 fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
                                           config_records, extract_data_provenance_from_entry))
-            built[f"{name}[{row.partition}]"] = fact
+            built[label] = {**fact, "stamp": stamp}
     from wse_platform.status_reshape import saved_families
     fams, family_keys = saved_families(settings, {**{a["name"]: a["pks"] for a in assets},
                                                   **{n: [e[0] for e in entries] for n, entries in config.items()}})
@@ -177,7 +200,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
             for a in assets if a["partitioned"]}  # ever built, also partitions no longer in the graph
     return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
             "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
-            "families": fams, "family_keys": family_keys, "done": done}
+            "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
 
 
 class _ConfigRecords:

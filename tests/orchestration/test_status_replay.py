@@ -8,7 +8,7 @@ import sys
 
 from dagster import AssetMaterialization, DagsterInstance
 
-from tests.orchestration._tiny import CELL, MODEL, edit_config, judge_prompt_v2
+from tests.orchestration._tiny import CELL, MODEL, edit_config, judge_prompt_v2, status_of
 from wse_platform import cli, status_replay
 from wse_platform.config import load_settings
 
@@ -124,6 +124,15 @@ def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypat
     monkeypatch.setenv("WSE_CONFIG", str(tiny))
     assert "nothing changed since" in after and f"stale      wse_trajectories[{CELL}]" in after
     assert _report(_status(capsys, "--full")) == _report(after)
+    # the facts a full check gathers reuse the last check's where nothing they were read from changed
+    from wse_platform.status import compute_status
+    defs, instance, _ = status_of(tiny)
+    rows = compute_status(defs, instance, only_problems=False)
+    settings, graph = load_settings(str(tiny)), defs.resolve_asset_graph()
+    reused = status_replay.gather(graph, instance, settings, rows)
+    with monkeypatch.context() as m:
+        m.setattr(status_replay, "_load", lambda s: None)
+        assert status_replay.gather(graph, instance, settings, rows) == reused
     # `--no-status` (benchmarks timing the command): the next `wse status` checks in full
     assert cli.main(["materialize", "--select", "wse_cell_metrics", "--no-status"]) == 0
     capsys.readouterr()
