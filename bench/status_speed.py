@@ -22,6 +22,11 @@ A warehouse with the paper's cell counts: `bench/status_grid.py`.
     python bench/status_speed.py --config .wse-demo/wse.yaml [--runs 3] [--profile] [--build-stub]
     python bench/status_speed.py --config wse.yaml --edit ncp.t_max=2 --runs 3
     python bench/status_speed.py --config wse.yaml --after-run wse_cell_metrics --runs 2
+    python bench/status_speed.py --config wse.yaml --edit 'wse.architectures=[B1, B2]' --runs 2  # graph-changing
+    python bench/status_speed.py --config /tmp/status-grid/wse.yaml --edit 'models.m13={backend: litellm,
+        model_id: hosted_vllm/m13, api_base: "http://127.0.0.1:9/v1"}' --edit 'wse.models=[m01, m02, m03, m04,
+        m05, m06, m07, m08, m09, m10, m11, m12, m13]' [--full-check] --runs 2
+    python bench/status_speed.py --config /tmp/status-grid/wse.yaml --after-run 'wse_cell_metrics --no-status'
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ def build_with_stub(config: str) -> None:
     print(f"stub build: exit {rc} in {time.perf_counter() - t0:.1f} s")
 
 
-def edited_copy(config: str, edit: str | None, run: str | None = None) -> str:
+def edited_copy(config: str, edit: list[str] | str | None, run: str | None = None) -> str:
     """Copy the config's output folder (warehouse, Dagster home, cache) to a temp folder, write a
     config pointing there with `edit` applied (and then `wse materialize --select RUN` run there);
     return its path."""
@@ -90,8 +95,8 @@ def edited_copy(config: str, edit: str | None, run: str | None = None) -> str:
     before = _status(str(copy))
     print(f"copied {out} to {tmp / out.name}; `wse status` before the edit: {time.perf_counter() - t0:.2f} s wall, "
           f"{before.cpu_s:.2f} s CPU (exit {before.returncode}): {_summary(before)}")
-    if edit:
-        dotted, value = edit.split("=", 1)
+    for one in ([edit] if isinstance(edit, str) else edit or []):
+        dotted, value = one.split("=", 1)
         *parents, leaf = dotted.split(".")
         node = raw
         for part in parents:
@@ -111,10 +116,16 @@ def edited_copy(config: str, edit: str | None, run: str | None = None) -> str:
     return str(copy)
 
 
-def _status(config: str) -> subprocess.CompletedProcess:
+NO_REPLAY = ("import sys; from wse_platform import cli, status_replay; status_replay.replay = lambda s: None; "
+             "sys.exit(cli.main(['--config', sys.argv[1], 'status']))")
+
+
+def _status(config: str, full_check: bool = False) -> subprocess.CompletedProcess:
     """One `wse status` in a fresh process; `.cpu_s`: its CPU time (user + system), which a busy
-    machine does not inflate the way it inflates wall time."""
-    cmd = [sys.executable, "-m", "wse_platform.cli", "--config", config, "status"]
+    machine does not inflate the way it inflates wall time. `full_check`: without the replay (as
+    for an edit it cannot replay: the full check, with the status cache)."""
+    cmd = ([sys.executable, "-c", NO_REPLAY, config] if full_check
+           else [sys.executable, "-m", "wse_platform.cli", "--config", config, "status"])
     env = {**os.environ, "DAGSTER_DISABLE_TELEMETRY": "1"}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
@@ -133,10 +144,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--build-stub", action="store_true", help="materialize first, with a stub model")
-    ap.add_argument("--edit", help="KEY=VALUE (YAML value, dotted key): time the calls after this config edit, "
-                                   "in a copy of the output folder")
+    ap.add_argument("--edit", action="append", help="KEY=VALUE (YAML value, dotted key): time the calls after "
+                    "this config edit, in a copy of the output folder; repeat it for an edit of several keys "
+                    "(e.g. a model added: its `models.NAME` entry and `wse.models`)")
     ap.add_argument("--after-run", metavar="SELECT", help="in a copy of the output folder (after --edit, if "
                     "given), run `wse materialize --select SELECT`, then time the calls (space-separated names)")
+    ap.add_argument("--full-check", action="store_true", help="the timed calls do not replay the edit: they "
+                    "time the full check (Dagster's resolver, with the per-partition status cache)")
     args = ap.parse_args()
     if args.build_stub:
         build_with_stub(args.config)
@@ -145,7 +159,7 @@ def main() -> None:
     walls = []
     for i in range(args.runs):
         t0 = time.perf_counter()
-        out = _status(args.config)
+        out = _status(args.config, args.full_check)
         wall = time.perf_counter() - t0
         walls.append(wall)
         summary = _summary(out)

@@ -15,8 +15,9 @@ Statuses:
 
 Cost: the resolver is only asked about materialized partitions (one query per asset lists
 them); never-materialized partitions are ``missing`` without further queries. The result is
-kept in DAGSTER_HOME and the next call recomputes only the assets with a new event or a new
-definition, and what is downstream of them (``compute_status``).
+kept in DAGSTER_HOME and the next call recomputes only the partitions whose inputs changed (a new
+event, a new definition, partitions added by a new model or architecture), and the partitions that
+read them (``compute_status``, ``_dirty_partitions``).
 """
 from __future__ import annotations
 
@@ -351,6 +352,7 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
     account — Dagster's resolver compares data versions — provided their own status is unchanged
     (`_compute_status` checks it, `compute_status` recomputes without this if not)."""
     only: dict[AssetKey, set[str | None]] = {}
+    reshaped: set[AssetKey] = set()
     for key in graph.toposorted_asset_keys:
         if key not in dirty:
             continue
@@ -360,18 +362,24 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
         parts: set[str | None] = set()
         if key in changed:
             old, new = old_marks.get(name), marks[name]
-            if (signatures[name] != old_sig.get(name) or not old or old[1] != new[1] or not old[0]
-                    or new[0] < old[0] or not node.is_materializable):
+            if reshaped_only(old_sig.get(name), signatures[name]):
+                reshaped.add(key)  # partitions added or removed, nothing else: the new ones are computed
+                parts |= set(_partition_list(signatures[name])) - set(_partition_list(old_sig[name]))
+            elif signatures[name] != old_sig.get(name):
                 continue  # recompute the whole asset
-            res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, after_storage_id=old[0]),
-                                                  limit=10_000)
-            if pdef is None:
-                parts.add(None)
-                if neutral is not None and not (set(node.parent_keys) & dirty) \
-                        and _same_data_version(instance, key, old[0], res.records):
-                    neutral.add(key)
-            else:
-                parts |= {r.partition_key for r in res.records}
+            if (not old or old[1] != new[1] or new[0] < old[0] or (not old[0] and new[0])
+                    or not (node.is_materializable or _is_config_source(node))):
+                continue  # recompute the whole asset
+            if new[0] != old[0]:
+                res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key, after_storage_id=old[0]),
+                                                      limit=10_000)
+                if pdef is None:
+                    parts.add(None)
+                    if neutral is not None and node.is_materializable and not (set(node.parent_keys) & dirty) \
+                            and _same_data_version(instance, key, old[0], res.records):
+                        neutral.add(key)
+                else:
+                    parts |= {r.partition_key for r in res.records}
         whole = False
         for parent in node.parent_keys:
             if parent not in dirty or not graph.has(parent):
@@ -383,18 +391,41 @@ def _dirty_partitions(graph, instance: DagsterInstance, changed: set[AssetKey], 
             if neutral is not None and parent in neutral:
                 continue  # rebuilt with the same data version (see above)
             if ppdef is None and pdef is not None:
-                whole = True  # an unpartitioned parent (a config) changed: every partition reads it
-                break
-            if ppdef is not None and pdef is None:
-                parts.add(None)
+                if only[parent]:
+                    whole = True  # an unpartitioned parent (a config) changed: every partition reads it
+                    break
+            elif ppdef is not None and pdef is None:
+                if only[parent] or parent in reshaped:  # a table reading every partition of it
+                    parts.add(None)
             elif ppdef == pdef:
-                parts |= only[parent]
+                parts |= only[parent]  # the same partition of it (one more partition: computed above)
             else:
                 whole = True
                 break
         if not whole:
             only[key] = parts
     return only
+
+
+def _partition_list(signature: str) -> list | None:
+    return json.loads(signature)[4]
+
+
+def reshaped_only(old: str | None, new: str) -> bool:
+    """Whether two `_signatures` of an asset differ in its partition keys only (a model, an
+    architecture, a narrator added or removed): the status of each partition that was there before
+    reads the same records and definitions as before (its parents' same partitions, its own code
+    version), so only the new partitions, and what reads them, are computed."""
+    if old is None or old == new:
+        return False
+    a, b = json.loads(old), json.loads(new)
+    return a[:4] == b[:4] and a[5:] == b[5:] and a[4] is not None and b[4] is not None
+
+
+def _is_config_source(node) -> bool:
+    """A config asset (not materializable, no parents, its versions recorded as materializations):
+    the partitions with a new version since the saved mark are found like a cell run's."""
+    return node.is_external and not node.is_observable and not node.parent_keys
 
 
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
@@ -424,7 +455,7 @@ def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[Ass
         pks: list[str | None] = list(pdef.get_partition_keys()) if pdef else [None]
         part = (only or {}).get(key)
         # a cell run: recompute its partitions (and what reads them), keep the other rows
-        partial = part is not None and kept is not None and {r.partition for r in kept} == set(pks)
+        partial = part is not None and kept is not None and set(pks) - part <= {r.partition for r in kept}
         old_rows = {r.partition: r for r in kept} if partial else {}
         done = _materialized(instance, key, pdef is not None) if (part or not partial) else set()
         by_name = sorted(node.parent_keys, key=lambda k: k.to_user_string())

@@ -12,13 +12,17 @@ Cost: one query per source asset and one per asset with a stale partition, per s
 """
 from __future__ import annotations
 
+import bisect
+from typing import Any
+
 from dagster import AssetKey, AssetRecordsFilter, DagsterEventType, DagsterInstance
 
 from wse_platform.status_rows import MAX_EDITS, merge_edits, with_edits  # noqa: F401 - re-exported
 from wse_platform.versions import CHANGES_META
 
 
-def _changes(record) -> list[str]:
+def record_changes(record) -> list[str]:
+    """What a source record says changed (`status.recorded_changes` of its latest record)."""
     event = record.event_log_entry.asset_materialization or record.event_log_entry.asset_observation
     value = event.metadata.get(CHANGES_META) if event is not None else None
     text = getattr(value, "md_str", None)
@@ -33,6 +37,8 @@ class EditLog:
         self._sources: dict[AssetKey, list[AssetKey]] = {}
         self._records: dict[AssetKey, tuple[int, list]] = {}
         self._built: dict[AssetKey, dict[str | None, int]] = {}
+        self._changes: dict[int, list[str]] = {}  # per storage id: a record's metadata is parsed once
+        self._same: dict[tuple[AssetKey, AssetKey], bool] = {}  # (source, asset): the same partitions
 
     def _is_source(self, key: AssetKey) -> bool:
         node = self.graph.get(key)
@@ -60,17 +66,27 @@ class EditLog:
                     key, DagsterEventType.ASSET_MATERIALIZATION))
         return self._built[key].get(pk)
 
-    def _after(self, source: AssetKey, storage_id: int) -> list:
-        """The source's records after `storage_id`, oldest first (fetched once from the earliest asked)."""
+    def _after(self, source: AssetKey, storage_id: int) -> list[tuple[int, str | None, Any]]:
+        """The source's records after `storage_id` as (storage id, partition, record), oldest first
+        (fetched once per source, and once more for what is older than the earliest asked so far)."""
         have = self._records.get(source)
-        if have is None or storage_id < have[0]:
+        if have is None or storage_id < have[0]:  # the records not fetched yet: after storage_id, up to have[0]
             node = self.graph.get(source)
-            flt = AssetRecordsFilter(asset_key=source, after_storage_id=storage_id)
+            flt = AssetRecordsFilter(asset_key=source, after_storage_id=storage_id,
+                                     before_storage_id=have[0] + 1 if have is not None else None)
             res = (self.instance.fetch_observations(flt, limit=1000) if node.is_observable
                    else self.instance.fetch_materializations(flt, limit=1000))
-            have = (storage_id, sorted(res.records, key=lambda r: r.storage_id))
+            new = [(r.storage_id, r.partition_key, r) for r in res.records]
+            newest = sorted([*new, *(have[1] if have is not None else [])], key=lambda e: e[0])
+            have = (storage_id, newest[-1000:])  # the newest 1000 after storage_id, as one query would give
             self._records[source] = have
-        return [r for r in have[1] if r.storage_id > storage_id]
+        entries = have[1]
+        return entries[bisect.bisect_right(entries, storage_id, key=lambda e: e[0]):]
+
+    def _changes_of(self, record) -> list[str]:
+        if record.storage_id not in self._changes:
+            self._changes[record.storage_id] = record_changes(record)
+        return self._changes[record.storage_id]
 
     def since_built(self, key: AssetKey, pk: str | None) -> list[str]:
         """The edits recorded on `key`'s sources after `key[pk]` was last built (for a partitioned
@@ -86,9 +102,11 @@ class EditLog:
         pdef = self.graph.get(key).partitions_def
         out: dict[str, list[list[str]]] = {}
         for source in self.sources_of(key):
-            same = pk is not None and self.graph.get(source).partitions_def == pdef
-            found = [_changes(record) for record in self._after(source, built)
-                     if not (same and record.partition_key != pk)]
+            if (source, key) not in self._same:
+                self._same[(source, key)] = self.graph.get(source).partitions_def == pdef
+            same = pk is not None and self._same[(source, key)]
+            found = [self._changes_of(record) for _, ppk, record in self._after(source, built)
+                     if not (same and ppk != pk)]
             if found:
                 out[source.to_user_string()] = found
         return out

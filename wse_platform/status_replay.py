@@ -18,7 +18,8 @@ computes in full:
   `wse.horizon: 2 → 3`, a prompt version, a model's revision, a judge's `count`). Such an edit never
   adds or removes an asset or a partition (`test_status_replay` builds the definitions of the shipped
   config with every number, text and judge panel changed and compares the graphs), so the saved
-  graph holds.
+  graph holds; or they differ in partition lists only (a model, an architecture... added or
+  removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`.
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
 does what the full check would do after recording the changed ones: for every built partition
 downstream of a changed one, the cause lines Dagster's resolver gives (its saved causes that are
@@ -48,7 +49,7 @@ from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge
 from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
-_FORMAT = 2  # 2: stale partitions' own causes, config edges per partition, the graph shape
+_FORMAT = 3  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families
 RESOLVER_REASON = "has a new dependency data version"  # Dagster's words for a changed unpartitioned config
 REPLAYED = "the config edit replayed on the full check of"
 
@@ -94,10 +95,10 @@ def shape(settings: Settings) -> Any:
     in the state key (`status_report.quick_key`)."""
     blob = _settings_blob(settings)
     blob.pop("source_file", None)
-    e = settings.endings
+    from wse_platform.status_reshape import endings_sets
     cells = [[list(dict.fromkeys(settings.wse.models)), list(dict.fromkeys(settings.wse.architectures))],
              [list(dict.fromkeys(settings.ncp.narrators)), list(dict.fromkeys(settings.ncp.architectures))]]
-    sets = [f"human:{c.name}" for c in e.corpora] + [f"gen:{m}:{p}" for m in e.generators for p in e.pipelines]
+    sets = endings_sets(settings)
     return {"cells": cells, "extraction": list(dict.fromkeys(settings.ncp.extraction_models)), "endings": sets,
             "cron": settings.rejudge_cron,  # not the graph, but the definitions reject a bad one
             "skeleton": _skeleton(blob)}
@@ -115,22 +116,31 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     """The facts described above, or None when a config partition has no recorded version."""
     from assets.versioning import _inputs, _latest_records
     from wse_platform.dagster_private import extract_data_provenance_from_entry
-    from wse_platform.status import (is_config, parent_partitions, record_data_version,
-                                     recorded_changes)
-    from wse_platform.status_edits import EditLog
+    from wse_platform.status import is_config, parent_partitions, record_data_version
+    from wse_platform.status_edits import EditLog, record_changes
+
+    from wse_platform.status import event_marks
 
     keys = list(graph.toposorted_asset_keys)
+    # what the last full check gathered, reused where nothing it was read from changed (`stamp`)
+    prev = _load(settings) or {}
+    marks = event_marks(graph, instance)
+    prev_marks = prev.get("marks") or {}
     config: dict[str, Any] = {}
     for key in keys:
         name, node = key.to_user_string(), graph.get(key)
         if not is_config(graph, key):
             continue
-        records = _latest_records(instance, key, node.partitions_def is not None)
         pks = list(node.partitions_def.get_partition_keys()) if node.partitions_def else [None]
+        old = (prev.get("config") or {}).get(name)
+        if old is not None and prev_marks.get(name) == marks[name] and [e[0] for e in old] == pks:
+            config[name] = old  # no new version of any partition since
+            continue
+        records = _latest_records(instance, key, node.partitions_def is not None)
         if any(pk not in records for pk in pks):
             return None
         config[name] = [[pk, record_data_version(records[pk]), _inputs(records[pk]),
-                         recorded_changes(instance, key, pk)] for pk in pks]
+                         record_changes(records[pk])] for pk in pks]
     by_asset: dict[str, list[CellStatus]] = {}
     for r in rows:
         by_asset.setdefault(r.asset, []).append(r)
@@ -161,17 +171,36 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                        "partitioned": pdef is not None,
                        "same": [s for s in sources if graph.get(_asset_key(s)).partitions_def == pdef]})
         config_parents = [p for p in parents if p[1] == "config"]
-        latest = _latest_records(instance, key, pdef is not None) if config_parents else {}
+        latest = None
         for row in by_asset.get(name, []):
             if row.status == MISSING or not sources:
                 continue
+            # what this fact is read from: the partition's newest materialization, its sources' newest
+            # events (their edits, the config records around its provenance) and its config edges
+            stamp = json.loads(json.dumps([edits.built_at(key, row.partition), [[s, marks[s]] for s in sources],
+                                           [[p[0], p[2][str(row.partition)]] for p in config_parents],
+                                           assets[-1]["same"]]))
+            label = f"{name}[{row.partition}]"
+            old = (prev.get("built") or {}).get(label)
+            if old is not None and old.get("stamp") == stamp:
+                built[label] = {"edits": old["edits"], **(row.facts or {}),
+                                **{k: old[k] for k in ("uv", "pv") if k in old}, "stamp": stamp}
+                continue
             fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition), **(row.facts or {})}
             if config_parents:
+                if latest is None:
+                    latest = _latest_records(instance, key, pdef is not None)
                 fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
                                           config_records, extract_data_provenance_from_entry))
-            built[f"{name}[{row.partition}]"] = fact
+            built[label] = {**fact, "stamp": stamp}
+    from wse_platform.status_reshape import saved_families
+    fams, family_keys = saved_families(settings, {**{a["name"]: a["pks"] for a in assets},
+                                                  **{n: [e[0] for e in entries] for n, entries in config.items()}})
+    done = {a["name"]: sorted(instance.get_materialized_partitions(_asset_key(a["name"])))
+            for a in assets if a["partitioned"]}  # ever built, also partitions no longer in the graph
     return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
-            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows]}
+            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
+            "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
 
 
 class _ConfigRecords:
@@ -279,8 +308,11 @@ def replay(settings: Settings) -> tuple[list[CellStatus], str] | None:
 def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
     if facts["state"] != status_report.quick_key(settings, with_settings=False):
         return None
-    if not same_shape(facts, settings):
-        return None
+    if not same_shape(facts, settings):  # a partition list changed (a model added...): see status_reshape
+        from wse_platform.status_reshape import encode, reshape
+        facts = reshape(facts, settings, encode(shape(settings)))
+        if facts is None:
+            return None
     current: dict[tuple[str, str | None], tuple[str | None, list[str]]] = {}  # config partition -> version, changes
     changed: dict[tuple[str, str | None], list[str]] = {}  # config partition -> what changed now
     order: dict[str, list[str | None]] = {}
@@ -297,12 +329,12 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
     saved: dict[str, list[CellStatus]] = {}
     for asset, pk, status, causes in facts["rows"]:
         saved.setdefault(asset, []).append(CellStatus(asset, pk, status, list(causes)))
-    dirty = {name for name, _ in changed}
+    dirty = {name for name, _ in changed} | set(facts.get("redo", []))
     seen: dict[tuple[str, str | None], str] = {}
     out: list[CellStatus] = []
     for a in facts["assets"]:  # topological order: a dirty parent makes the asset dirty
         rows = saved.get(a["name"], [])
-        if any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
+        if a["name"] in dirty or any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
             dirty.add(a["name"])
             rows = [_row(a, r, facts["built"], current, changed, order, seen) for r in rows]
         for r in rows:

@@ -8,7 +8,7 @@ import sys
 
 from dagster import AssetMaterialization, DagsterInstance
 
-from tests.orchestration._tiny import CELL, MODEL, edit_config, judge_prompt_v2
+from tests.orchestration._tiny import CELL, MODEL, edit_config, judge_prompt_v2, status_of
 from wse_platform import cli, status_replay
 from wse_platform.config import load_settings
 
@@ -124,6 +124,15 @@ def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypat
     monkeypatch.setenv("WSE_CONFIG", str(tiny))
     assert "nothing changed since" in after and f"stale      wse_trajectories[{CELL}]" in after
     assert _report(_status(capsys, "--full")) == _report(after)
+    # the facts a full check gathers reuse the last check's where nothing they were read from changed
+    from wse_platform.status import compute_status
+    defs, instance, _ = status_of(tiny)
+    rows = compute_status(defs, instance, only_problems=False)
+    settings, graph = load_settings(str(tiny)), defs.resolve_asset_graph()
+    reused = status_replay.gather(graph, instance, settings, rows)
+    with monkeypatch.context() as m:
+        m.setattr(status_replay, "_load", lambda s: None)
+        assert status_replay.gather(graph, instance, settings, rows) == reused
     # `--no-status` (benchmarks timing the command): the next `wse status` checks in full
     assert cli.main(["materialize", "--select", "wse_cell_metrics", "--no-status"]) == 0
     capsys.readouterr()
@@ -139,9 +148,10 @@ def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny
                      lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v2"), "missing:PromptError")
     edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v1"))
     _status(capsys)
-    edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B1", "B2"]))  # new partitions
+    judge = load_settings(str(tiny)).wse.richness_judge.model_dump()
+    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=None))  # a judge switched off
     assert REPLAYED not in _status(capsys)
-    edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B1"]))
+    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=judge))
     _status(capsys)
     with DagsterInstance.get() as instance:  # a run, the UI or a sensor recorded something
         instance.report_runless_asset_event(AssetMaterialization("wse_trajectories", partition=CELL))
@@ -152,6 +162,22 @@ def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny
     assert status_replay.replay(settings) is None
     (settings.dagster_home / status_replay.FACTS_FILE).write_text("{")
     assert status_replay.replay(settings) is None
+
+
+def test_partitions_added_or_removed_are_replayed_unless_built_before(tiny, capsys, monkeypatch):
+    """A model or an architecture added or removed changes the cells, nothing else of the graph
+    (`status_reshape`): the new cells are missing, the tables reading them incomplete, as the full check
+    says. A cell built before and back again (here B1) is asked about by the full check."""
+    _status(capsys)
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(architectures=["B1", "B2"]),
+                     f"missing    wse_trajectories[B2|{MODEL}]", "incomplete wse_cell_metrics")
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: (
+        raw["models"].update(m2=dict(raw["models"][MODEL])), raw["wse"].update(models=[MODEL, "m2"])),
+        "missing    wse_trajectories[B1|m2]", "missing    wse_consistency_verdicts[B2|m2]")
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(architectures=["B2"]),
+                     "wse_trajectories: upstream B2|smollm2, B2|m2 missing")
+    edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B1", "B2"]))
+    assert REPLAYED not in _status(capsys)
 
 
 def test_numbers_only():
