@@ -13,6 +13,7 @@ around the named functions; components nest: e.g. the records write is inside `_
 
     PYTHONPATH=. python bench/request_cpu.py [--archs 3] [--seeds 42] [--horizon 3]
     PYTHONPATH=. python bench/request_cpu.py --ref main       # the same on REF's code first, then this tree's
+    PYTHONPATH=. python bench/request_cpu.py --benchmark ncp --seeds 20   # NCP-Bench: 3 architectures x 20 specs, t_max 3
 
 `--ref REF` checks REF out into a temporary git worktree, runs this script there on REF's code
 (`--code`), then here, and prints both and their ratio (the machine's load average with each).
@@ -47,6 +48,9 @@ COMPONENTS = {
     "call records write (warehouse)": [("wse_platform.llm.accounting", "write_call_records")],
     "journal append": [("wse_platform.llm.journal", "Journal.append")],
     "backend generate (transport)": [("wse_platform.llm.backends.openai_http", "OpenAIHTTPBackend.generate")],
+    "ncp prompts (Prompter)": [("wse_platform.ncp.prompter", "Prompter.%s" % m) for m in
+                               ("narrator", "player", "opening", "hiagent", "subgoal_summary", "fact_update",
+                                "conflict_check", "double_check", "node_update", "commitment_status")],
 }
 
 
@@ -137,7 +141,46 @@ def settings_for(tmp: Path, port: int, horizon: int):
         "models": {n: model(n) for n in ("fleet", "fleet-j1", "fleet-j2", "fleet-j3")},
         "cache_dir": str(tmp / "cache"), "warehouse_path": str(tmp / "wh.duckdb"),
         "artifacts_dir": str(tmp / "artifacts"), "concurrency": {"embedded": 1, "litellm": 8, "vllm": 1},
-        "wse": {"models": ["fleet"], "horizon": horizon, "consistency_judges": panel, "richness_judges": panel}})
+        "wse": {"models": ["fleet"], "horizon": horizon, "consistency_judges": panel, "richness_judges": panel},
+        "ncp": {"narrators": ["fleet"], "player_model": "fleet", "auditor": {"model": "fleet-j1", "prompt_version": "v1"},
+                "t_max": horizon, "architectures": NCP_ARCHS}})
+
+
+NCP_ARCHS = ["baseline+adversarial", "baseline+natural", "memory+adversarial"]
+
+
+def ncp_specs(n: int) -> list:
+    import yaml
+    from wse_platform.ncp.spec import NCP_DATASET_DIR, NarrativeSpec, read_index
+    order, _ = read_index(NCP_DATASET_DIR / "index.yaml")
+    out = []
+    for spec_id in order[:n]:
+        with open(NCP_DATASET_DIR / "specs" / f"{spec_id}.yaml", encoding="utf-8") as fh:
+            out.append(NarrativeSpec.model_validate(yaml.load(fh, Loader=yaml.CSafeLoader)))
+    return out
+
+
+def run_ncp(args, settings, client, meter: "Meter", missing: list[str]) -> dict:
+    """NCP-Bench: each architecture's cell (one client each) on the first `--seeds` specs, t_max = `--horizon`."""
+    from wse_platform.ncp.episode import EpisodeSetup, run_episodes
+    specs = ncp_specs(args.seeds)
+    archs = NCP_ARCHS[: args.archs]
+    c0, w0 = time.process_time(), time.perf_counter()
+    requests = 0
+    for arch in archs:
+        c = client()
+        run_episodes(c, specs, EpisodeSetup.from_settings(settings, "fleet", arch, generation_version="bench"))
+        c.flush_records()
+        requests += len(c.drain_call_records())
+        c.close()
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    return {"archs": archs, "specs": len(specs), "t_max": args.horizon,
+            "episodes": {"requests": requests, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
+                         "cpu_ms_per_request": round(1000 * cpu / max(1, requests), 3)},
+            "all": {"requests": requests, "cpu_ms_per_request": round(1000 * cpu / max(1, requests), 3)},
+            "components_cpu_ms_per_request_all": {k: round(1000 * v / max(1, requests), 3)
+                                                  for k, v in meter.cpu.items()},
+            "component_calls": meter.calls, "not_timed_here": missing}
 
 
 def run(args) -> dict:
@@ -167,6 +210,10 @@ def run(args) -> dict:
         def client() -> LLMClient:
             return LLMClient(settings, progress=False, record_sink=lambda rows: write_call_records(wh, rows),
                              flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
+        if args.benchmark == "ncp":
+            out.update(run_ncp(args, settings, client, meter, missing))
+            out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+            return out
         trajectories = []
         # --- generation with the early judges, one client per cell (a run's session) ---
         c0, s0, w0 = time.process_time(), proc_cpu(proc.pid), time.perf_counter()
@@ -215,9 +262,11 @@ def run(args) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--archs", type=int, default=3, help="architectures (cells), in WSE_ARCHITECTURES order")
-    ap.add_argument("--seeds", type=int, default=42)
-    ap.add_argument("--horizon", type=int, default=3)
+    ap.add_argument("--benchmark", choices=("wse", "ncp"), default="wse")
+    ap.add_argument("--archs", type=int, default=3, help="architectures (cells), in WSE_ARCHITECTURES order "
+                    "(NCP: baseline+adversarial, baseline+natural, memory+adversarial)")
+    ap.add_argument("--seeds", type=int, default=42, help="WSE seeds / NCP specs")
+    ap.add_argument("--horizon", type=int, default=3, help="WSE horizon / NCP t_max")
     ap.add_argument("--code", default=str(REPO), help="the repository whose wse_platform is measured")
     ap.add_argument("--ref", help="measure REF's code first (temporary git worktree), then this tree's")
     args = ap.parse_args()
@@ -228,7 +277,8 @@ def main() -> int:
         try:
             rows = []
             for code in (wt, REPO):
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--archs", str(args.archs), "--seeds",
+                cmd = [sys.executable, str(Path(__file__).resolve()), "--benchmark", args.benchmark,
+                       "--archs", str(args.archs), "--seeds",
                        str(args.seeds), "--horizon", str(args.horizon), "--code", str(code)]
                 res = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True,
                                      text=True, check=True)
