@@ -38,6 +38,9 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 # (module, attribute) pairs timed; where a module imported the name, the import is patched too
 COMPONENTS = {
+    "client.complete_many (all of the client in the asking thread)": [("wse_platform.llm.client",
+                                                                       "LLMClient.complete_many")],
+    "flow tasks (trajectory / episode threads, client included)": [("wse_platform.flow", "each")],
     "judge requests (blinding, prompts)": [("wse_platform.wse.judges", "consistency_request"),
                                            ("wse_platform.wse.judges", "richness_request")],
     "client._prepare (content key)": [("wse_platform.llm.client", "LLMClient._prepare")],
@@ -80,6 +83,13 @@ class Meter:
                         meter.calls[name] += 1
         return timed
 
+    def wrap_each(self, name: str, each):
+        """`flow.each` with each item's function timed in its own thread."""
+        @functools.wraps(each)
+        def timed_each(client, items, fn, **kw):
+            return each(client, items, self.wrap(name, fn), **kw)
+        return timed_each
+
     def install(self) -> list[str]:
         missing = []
         for name, targets in COMPONENTS.items():
@@ -95,7 +105,7 @@ class Meter:
                 if fn is None:
                     missing.append(f"{mod_name}.{attr}")
                     continue
-                timed = self.wrap(name, fn)
+                timed = self.wrap(name, fn) if attr != "each" else self.wrap_each(name, fn)
                 setattr(holder, leaf, timed)
                 if not owner:   # `from module import fn` elsewhere
                     for other in list(sys.modules.values()):
