@@ -144,3 +144,22 @@ def test_cached_blinding_gives_the_same_view_and_requests_as_computing_it_afresh
     edited = seed.model_copy(update={"opening": seed.opening + f" {seed.world_title} by Chekhov."})
     assert blinded_view(edited, []) == _blinded_view_uncached(edited, [])
     assert blinded_view(edited, [])["opening"] != blinded_view(seed, [])["opening"]
+
+
+def test_the_blinding_is_computed_once_per_seed_not_per_judge_request(worlds_and_seeds, monkeypatch):
+    """Issue 24: the neutral rewriting of a seed's world ran for every judge request (three members
+    per step, every step, the richness panel, the replay): now once per seed and process."""
+    from wse_platform.wse import judges
+    _, seeds = worlds_and_seeds
+    seed = seeds[3].model_copy(update={"opening": seeds[3].opening + " (a fresh copy)"})   # not cached yet
+    calls = []
+    real = judges._neutral_rewriter
+    monkeypatch.setattr(judges, "_neutral_rewriter", lambda s: calls.append(s.seed_id) or real(s))
+    s = _settings()
+    steps = tuple(NarratedStep(k, f"act {k}", f"In {seed.world_title}, step {k}.") for k in (1, 2, 3))
+    t = JudgedTrajectory(model="m", arch="B1", seed=seed, steps=steps)
+    for k in (1, 2, 3):
+        for j in (0, 1):
+            consistency_request(s, s.wse.consistency_judges, t, k, j)
+    richness_request(s, s.wse.richness_judge, t, 0)
+    assert len(calls) <= 2, calls        # was 2 per request (the view and the title check): 14

@@ -205,8 +205,12 @@ def _scrub(obj: Any, pattern: re.Pattern[str] | None, label: str) -> Any:
     return obj
 
 
-def _blinded_view_uncached(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep]) -> dict[str, Any]:
-    """`blinded_view` computed from scratch (the definition `_SeedBlinding` caches; tests compare the two)."""
+def _blinded_view_uncached(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep],
+                           pattern: re.Pattern[str] | None | bool = False) -> dict[str, Any]:
+    """`blinded_view` computed from scratch (the definition `_SeedBlinding` caches; tests compare the two).
+    `pattern`: the seed's `_blinding_pattern(blinding_terms(seed))` when the caller has it."""
+    if pattern is False:
+        pattern = _blinding_pattern(blinding_terms(seed))
     view = _apply(seed.judge_view(), _neutral_rewriter(seed))   # neutral wording first (issue 22)
     label = neutral_world_label(seed)
     out = _scrub({
@@ -215,7 +219,7 @@ def _blinded_view_uncached(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | 
         "opening": view["opening"],
         "steps": [{"step": s.step, "day": s.day, "player_action": s.player_action, "narrative": s.narrative}
                   for s in steps],
-    }, _blinding_pattern(blinding_terms(seed)), label)
+    }, pattern, label)
     out["initial_world"]["title"] = label
     return out
 
@@ -230,9 +234,9 @@ class _SeedBlinding:
     MAX_STEPS = 20_000   # blinded steps kept per seed (architectures x models x horizon of a process)
 
     def __init__(self, seed: EpisodeSeed):
-        whole = _blinded_view_uncached(seed, [])
         self.label = neutral_world_label(seed)
         self.pattern = _blinding_pattern(blinding_terms(seed))
+        whole = _blinded_view_uncached(seed, [], self.pattern)
         self.language: str = whole["language"]
         self.opening: str = whole["opening"]
         self.world: dict[str, Any] = whole["initial_world"]
