@@ -231,7 +231,7 @@ class _SeedBlinding:
     once. Steps are scrubbed one by one, as `_scrub` does it to the whole view, so the text is the
     same; `tests/wse/test_blinding.py` compares it with `_blinded_view_uncached`."""
 
-    MAX_STEPS = 20_000   # blinded steps kept per seed (architectures x models x horizon of a process)
+    MAX_STEPS = 4096   # blinded steps kept per seed (cells x horizon a worker process judges; then cleared)
 
     def __init__(self, seed: EpisodeSeed):
         self.label = neutral_world_label(seed)
