@@ -1,9 +1,9 @@
 """The LLM client as a Dagster resource.
 
 `session(context)` yields a client tagged with the run id and partition key. Call
-records go to `llm_calls` in small batches while calls complete (so the accounting of a
-killed process survives) and once more when the step ends, also on failure; `call_id`
-makes the rewrite harmless. Each LLM asset's output metadata gets the session's usage
+records go to `llm_calls` in batches while calls complete and, the rest, when the step ends,
+also on failure (a killed process's records are journaled first and written by the next run;
+`call_id` makes a rewrite harmless). Each LLM asset's output metadata gets the session's usage
 (calls, failures by kind, share of truncated answers and cut prompts). An
 `LLMInfrastructureError` (missing key, 401, no server, broken cache) propagates: the
 asset fails and writes no result.
@@ -21,9 +21,10 @@ from resources.warehouse import WarehouseResource
 
 # records are journaled as they are made (a kill loses none: the next run writes them); written to
 # llm_calls in batches of this many while calls complete, or this often, whichever comes first. One
-# batch costs ~75 ms of CPU (a warehouse open and an insert): at 200 per batch that was ~0.4 ms per call
+# batch costs ~75 ms of CPU (a warehouse open and an insert): at 200 per batch that was ~0.4 ms per call,
+# and every 2 s it was ~5-10 % of a fleet run's CPU (issue 24); a kill loses nothing either way (journal)
 FLUSH_EVERY = 1000
-FLUSH_INTERVAL_S = 2.0
+FLUSH_INTERVAL_S = 60.0
 
 
 class _DagsterLogHandler(logging.Handler):
@@ -103,8 +104,8 @@ class LLMResource(ConfigurableResource):
             reporter.finish(outcome)
             logger.removeHandler(handler)
             records = client.call_records()
-            client.flush_records()  # queued answers into the cache, records into llm_calls
-            write_call_records(warehouse, client.drain_call_records())
+            client.flush_records()  # queued answers into the cache, every record not yet written into llm_calls
+            client.drain_call_records()  # all written (flush_records raises otherwise): not written twice
             client.close()  # reached only when everything is stored: else the journal stays for the next run
             annotate_outputs(context, usage_summary(records))
             from assets.core import mark_llm_calls  # llm_calls shows as updated, llm_usage follows

@@ -191,3 +191,36 @@ def test_table_5_puts_each_models_episode_next_to_the_human_sessions_on_the_spec
         ("human", 19, "13/13", "7/12", "SUCCESS", None)]
     assert {r["session"] for r in rows if r["model"] == "human"} == {"resolve-all", "max"}
     assert all(r["spec_id"] == "movie52" for r in rows)  # movie9 had no human session
+
+
+def test_kaplan_meier_and_its_ci_equal_lifelines_on_many_sets():
+    """Issue 24: computed with numpy (no lifelines import in the tables' processes); survival, CI and
+    at-risk equal lifelines' on random sets with ties, events at 0, all censored, all events."""
+    rng = np.random.default_rng(11)
+    sets = [([3, 3], [False, False]), ([2, 5, 9], [True, True, True]), ([0, 1, 2], [True, False, True]),
+            ([1, 2, 2, 3, 4], [True, True, False, True, False]), ([4], [True]), ([4], [False])]
+    for _ in range(40):
+        n = int(rng.integers(1, 50))
+        sets.append((rng.integers(0, 25, size=n).tolist(), (rng.random(n) < rng.random()).tolist()))
+    times = list(range(-1, 30))
+    for d, e in sets:
+        km = kaplan_meier(d, e, times)
+        ref = KaplanMeierFitter(alpha=0.05).fit(np.asarray(d, float), event_observed=np.asarray(e, bool))
+        sf, ci = ref.survival_function_.iloc[:, 0], ref.confidence_interval_survival_function_
+        for k in km:
+            idx = sf.index[sf.index <= k["turn"]]
+            want = (1.0, 1.0, 1.0) if len(idx) == 0 else \
+                (float(sf.loc[idx[-1]]), float(ci.loc[idx[-1]].iloc[0]), float(ci.loc[idx[-1]].iloc[1]))
+            got = (k["survival"], k["ci_lower"], k["ci_upper"])
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12), (d, e, k)
+            assert k["at_risk"] == sum(1 for x in d if x >= k["turn"])
+
+
+def test_kaplan_meier_does_not_import_lifelines():
+    import subprocess
+    import sys
+    code = ("import sys; from wse_platform.metrics.ncp import kaplan_meier; "
+            "kaplan_meier([1, 2, 3], [True, False, True], [0, 1, 2, 3]); "
+            "print(sorted(m for m in ('lifelines', 'pandas', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout    # lifelines (pandas, scipy): ~1.6 s of CPU per process

@@ -106,3 +106,60 @@ def test_blinding_keeps_a_title_that_names_a_character_and_neutralises_source_wo
     ville = next(s for s in seeds if s.world_id == "smallville")
     assert "The story starts on" in json.dumps(blinded_view(ville, []))
     assert not title_names_a_character(ville)                       # a place name, scrubbed as before
+
+
+def test_cached_blinding_gives_the_same_view_and_requests_as_computing_it_afresh(worlds_and_seeds):
+    """Issue 24: the blinding of a seed's world and of each step is computed once per process
+    (`_SeedBlinding`); the views and the judges' prompts are those computed from scratch, for every
+    world (narratives naming the title, an author, a source), a returned view is the caller's own,
+    and a seed whose content changed gets its own blinding."""
+    from wse_platform.prompts import get_prompt
+    from wse_platform.wse.agents import language_name
+    from wse_platform.wse.judges import _blinded_view_uncached, _render_steps, _render_world
+    _, seeds = worlds_and_seeds
+    s = _settings()
+    panel = s.wse.consistency_judges
+    for seed in seeds:
+        steps = tuple(NarratedStep(k, f"Go to {seed.world_title} ({k})", f"As in {seed.world_title} by Shakespeare,"
+                                   f" a DraCor play; Ibsen smiles.", day=k if k > 1 else None) for k in (1, 2, 3))
+        for upto in (0, 2, 3):
+            assert blinded_view(seed, steps[:upto]) == _blinded_view_uncached(seed, steps[:upto]), seed.seed_id
+        t = JudgedTrajectory(model="m", arch="B1", seed=seed, steps=steps)
+        view = _blinded_view_uncached(seed, steps[:2])
+        prompt = get_prompt("wse.consistency_judge", panel.members[0].prompt_version, s.prompts_dir)
+        expected = prompt.render(language=language_name(view["language"]), world=_render_world(view),
+                                 opening=view["opening"], history=_render_steps(view["steps"][:-1]), step=2,
+                                 current=_render_steps(view["steps"][-1:]))
+        assert consistency_request(s, panel, t, 2, 0).messages == expected
+        full = _blinded_view_uncached(seed, steps)
+        prompt = get_prompt("wse.richness_judge", s.wse.richness_judge.members[0].prompt_version, s.prompts_dir)
+        assert richness_request(s, s.wse.richness_judge, t, 0).messages == prompt.render(
+            language=language_name(full["language"]), world=_render_world(full), opening=full["opening"],
+            n_steps=3, trajectory=_render_steps(full["steps"]))
+    seed = seeds[0]
+    mine = blinded_view(seed, [NarratedStep(1, "a", "b")])
+    mine["initial_world"]["characters"][0]["name"] = "changed"
+    mine["steps"][0]["narrative"] = "changed"
+    assert blinded_view(seed, [NarratedStep(1, "a", "b")]) == _blinded_view_uncached(seed, [NarratedStep(1, "a", "b")])
+    edited = seed.model_copy(update={"opening": seed.opening + f" {seed.world_title} by Chekhov."})
+    assert blinded_view(edited, []) == _blinded_view_uncached(edited, [])
+    assert blinded_view(edited, [])["opening"] != blinded_view(seed, [])["opening"]
+
+
+def test_the_blinding_is_computed_once_per_seed_not_per_judge_request(worlds_and_seeds, monkeypatch):
+    """Issue 24: the neutral rewriting of a seed's world ran for every judge request (three members
+    per step, every step, the richness panel, the replay): now once per seed and process."""
+    from wse_platform.wse import judges
+    _, seeds = worlds_and_seeds
+    seed = seeds[3].model_copy(update={"opening": seeds[3].opening + " (a fresh copy)"})   # not cached yet
+    calls = []
+    real = judges._neutral_rewriter
+    monkeypatch.setattr(judges, "_neutral_rewriter", lambda s: calls.append(s.seed_id) or real(s))
+    s = _settings()
+    steps = tuple(NarratedStep(k, f"act {k}", f"In {seed.world_title}, step {k}.") for k in (1, 2, 3))
+    t = JudgedTrajectory(model="m", arch="B1", seed=seed, steps=steps)
+    for k in (1, 2, 3):
+        for j in (0, 1):
+            consistency_request(s, s.wse.consistency_judges, t, k, j)
+    richness_request(s, s.wse.richness_judge, t, 0)
+    assert len(calls) <= 2, calls        # was 2 per request (the view and the title check): 14

@@ -2,8 +2,8 @@
 
 `call_id` hashes (run_id, request_key, attempt), so writing the same run's records
 twice (a retried asset, a resumed run, a batch flushed before a crash and again at the end)
-inserts nothing new: records are written in small batches as calls complete, and once more
-when the step ends, and every call is counted exactly once.
+inserts nothing new: records are written in batches as calls complete and the rest when the
+step ends (a killed process's, journaled first, by the next run); every call is counted exactly once.
 """
 from __future__ import annotations
 

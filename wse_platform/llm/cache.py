@@ -14,6 +14,7 @@ healthy, and moving it aside would throw the cached answers away.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -57,6 +58,13 @@ from wse_platform.llm.errors import LLMInfrastructureError  # noqa: E402 (kept a
 
 class CacheUnusable(LLMInfrastructureError):
     """The cache cannot be written or created because of its disk (full, read-only): the file is intact."""
+
+
+@functools.lru_cache(maxsize=1)
+def _hostname() -> str:
+    """This machine's name, for the claims (asked once per process, not per claim)."""
+    import socket
+    return socket.gethostname()
 
 
 def content_key(*parts: Any) -> str:
@@ -179,8 +187,7 @@ class ResponseCache:
         A claim of a process that is gone (same host, pid not running) or older than CLAIM_MAX_AGE_S
         is taken over."""
         import os
-        import socket
-        host, pid, now = socket.gethostname(), os.getpid(), time.time()
+        host, pid, now = _hostname(), os.getpid(), time.time()
         hits: dict[str, dict[str, Any]] = {}
         mine: list[str] = []
         others: list[str] = []

@@ -51,6 +51,7 @@ log = logging.getLogger("wse_platform.llm")
 MAX_ATTEMPTS = 3
 STORE_EVERY, STORE_INTERVAL_S = 64, 1.0  # answers journaled but not yet in the cache (see _settle)
 JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everything in it is stored and it is this big
+GROUP_THREADS = 256  # at most this many backend groups of concurrent batches at once (more wait their turn)
 CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
 _shown_endpoint = functools.lru_cache(maxsize=256)(redact_url)   # per call; the same few endpoints each time
 
@@ -147,6 +148,7 @@ class LLMClient:
         self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
         self._n_claims = 0
         self._flusher: ThreadPoolExecutor | None = None
+        self._groups: ThreadPoolExecutor | None = None   # _call_keys: a batch's groups beyond the first
         self._last_store = time.monotonic()
         self._flush_pending = False
         self._replace_keys: set[str] = set()  # keys whose stored answer was unusable (empty, filtered)
@@ -345,6 +347,9 @@ class LLMClient:
         return self._backends[model_name]
 
     def close(self) -> None:
+        if self._groups is not None:
+            self._groups.shutdown(wait=True)
+            self._groups = None
         if self._flusher is not None:
             self._flusher.shutdown(wait=True)
             self._flusher = None
@@ -490,10 +495,30 @@ class LLMClient:
             groups.setdefault(id(s.backend), []).append((s, key))
         if len(groups) == 1:
             self._run_group(next(iter(groups.values())), attempt, progress, by_key)
-        elif groups:
-            with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="wse-llm") as pool:
-                for fut in [pool.submit(self._run_group, g, attempt, progress, by_key) for g in groups.values()]:
+        elif groups:   # the first group here, the others on the client's pool (threads reused across batches)
+            first, *rest = groups.values()
+            futures = [self._group_pool().submit(self._run_group, g, attempt, progress, by_key) for g in rest]
+            error: BaseException | None = None
+            try:
+                self._run_group(first, attempt, progress, by_key)
+            except BaseException as err:  # noqa: BLE001 - raised below, once every group has ended
+                error = err
+            for fut in futures:
+                try:
                     fut.result()
+                except BaseException as err:  # noqa: BLE001
+                    error = error or err
+            if error is not None:
+                raise error
+
+    def _group_pool(self) -> ThreadPoolExecutor:
+        """Threads for a batch's other backends (a judge panel of three models is three groups per batch):
+        made once per client, not per batch (issue 24: a thread started per group and batch). Each group
+        blocks until its own backend answers and submits nothing here, so a busy pool only queues."""
+        with self._lock:
+            if self._groups is None:
+                self._groups = ThreadPoolExecutor(max_workers=GROUP_THREADS, thread_name_prefix="wse-llm")
+            return self._groups
 
     def _run_group(self, group: list[tuple[_State, str]], attempt: int, progress: BatchProgress,
                    by_key: dict[str, list[_State]]) -> None:

@@ -8,7 +8,7 @@ the conflict turn included (the opening is not a turn).
 Headline survival is the reference's (`metrics.py` of NLP2CT/NCP-Bench): survival at t = share of
 the episodes whose turn count is >= t, so an episode that ends by SUCCESS leaves the curve as one
 that ends by CONFLICT does (`survival`, `survival_at_20`; Figure 4 and model_scorecard use it).
-Kaplan–Meier (lifelines; CONFLICT the event, the other endings right-censored at their last turn)
+Kaplan–Meier (as lifelines computes it; CONFLICT the event, the other endings right-censored at their last turn)
 is kept as a secondary, clearly named estimate (`km_survival`, `ci_lower`/`ci_upper`,
 `km_survival_at_20`). Episodes without a result (ncp_failed_episodes) are in no denominator.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -34,25 +35,36 @@ def kaplan_meier(durations: Sequence[float], events: Sequence[bool], times: Sequ
     """S(t), its (1-alpha) CI (lifelines' exponential Greenwood) and the number at risk at each t.
 
     At-risk at t counts episodes whose duration is >= t (still observed when turn t is played).
-    """
-    from lifelines import KaplanMeierFitter
-
+    Computed here with numpy as lifelines' `KaplanMeierFitter` computes it (timeline 0 and every
+    duration; S = 1 or 0 give the CI (1, 1) or (0, 0)): importing lifelines (pandas, scipy) cost
+    ~1.6 s of CPU in every process that built an NCP table (issue 24); `tests/ncp/test_metrics.py`
+    compares both on random sets."""
     d = np.asarray(durations, dtype=float)
     e = np.asarray(events, dtype=bool)
     if d.size == 0:
         return [{"turn": int(t), "survival": None, "ci_lower": None, "ci_upper": None, "at_risk": 0}
                 for t in times]
-    kmf = KaplanMeierFitter(alpha=alpha).fit(d, event_observed=e)
-    sf = kmf.survival_function_.iloc[:, 0]
-    ci = kmf.confidence_interval_survival_function_
+    timeline = np.unique(np.concatenate([[0.0], d]))
+    at_risk = (d[None, :] >= timeline[:, None]).sum(axis=1).astype(float)
+    deaths = ((d[None, :] == timeline[:, None]) & e[None, :]).sum(axis=1).astype(float)
+    sf = np.cumprod(1.0 - deaths / at_risk)
+    left = at_risk - deaths
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cum = np.cumsum(np.where(left > 0, deaths / (at_risk * left), 0.0))
+        v = np.log(sf)
+        z = NormalDist().inv_cdf(1 - alpha / 2)
+        lower = np.exp(-np.exp(np.log(-v) - z * np.sqrt(cum) / v))
+        upper = np.exp(-np.exp(np.log(-v) + z * np.sqrt(cum) / v))
+    for bound in (lower, upper):
+        bound[sf == 1.0] = 1.0
+        bound[sf == 0.0] = 0.0
     out = []
     for t in times:
-        idx = sf.index[sf.index <= t]
-        if len(idx) == 0:  # before the first time in the timeline: S = 1
+        k = int(np.searchsorted(timeline, t, side="right")) - 1
+        if k < 0:  # before the first time in the timeline: S = 1
             s, lo, hi = 1.0, 1.0, 1.0
         else:
-            k = idx[-1]
-            s, lo, hi = float(sf.loc[k]), float(ci.loc[k].iloc[0]), float(ci.loc[k].iloc[1])
+            s, lo, hi = float(sf[k]), float(lower[k]), float(upper[k])
         out.append({"turn": int(t), "survival": s, "ci_lower": _nan_none(lo), "ci_upper": _nan_none(hi),
                     "at_risk": int((d >= t).sum())})
     return out

@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,14 +205,12 @@ def _scrub(obj: Any, pattern: re.Pattern[str] | None, label: str) -> Any:
     return obj
 
 
-def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep]) -> dict[str, Any]:
-    """Everything a judge may see, as plain data (start world, opening, language, trajectory).
-
-    The world is shown under a neutral label, and its title and the source/author names are
-    replaced by that label everywhere in the view (descriptions, opening, narratives), so no
-    source-revealing identifier reaches a judge — except a title that names a character, which
-    stays where it names the character. Our own construction wording that gives the source family
-    away (stage, scenes, "the simulation") is rewritten into neutral words with the same content."""
+def _blinded_view_uncached(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep],
+                           pattern: re.Pattern[str] | None | bool = False) -> dict[str, Any]:
+    """`blinded_view` computed from scratch (the definition `_SeedBlinding` caches; tests compare the two).
+    `pattern`: the seed's `_blinding_pattern(blinding_terms(seed))` when the caller has it."""
+    if pattern is False:
+        pattern = _blinding_pattern(blinding_terms(seed))
     view = _apply(seed.judge_view(), _neutral_rewriter(seed))   # neutral wording first (issue 22)
     label = neutral_world_label(seed)
     out = _scrub({
@@ -220,9 +219,91 @@ def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[Narra
         "opening": view["opening"],
         "steps": [{"step": s.step, "day": s.day, "player_action": s.player_action, "narrative": s.narrative}
                   for s in steps],
-    }, _blinding_pattern(blinding_terms(seed)), label)
+    }, pattern, label)
     out["initial_world"]["title"] = label
     return out
+
+
+class _SeedBlinding:
+    """What a judge sees of one seed's world, computed once per seed and process (issue 24: the
+    rewriting and scrubbing ran for every judge request, ~16 % of a fleet run's CPU): the blinded
+    start world (and its rendered text), the opening, and each narrated step blinded and rendered
+    once. Steps are scrubbed one by one, as `_scrub` does it to the whole view, so the text is the
+    same; `tests/wse/test_blinding.py` compares it with `_blinded_view_uncached`."""
+
+    MAX_STEPS = 4096   # blinded steps kept per seed (cells x horizon a worker process judges; then cleared)
+
+    def __init__(self, seed: EpisodeSeed):
+        self.label = neutral_world_label(seed)
+        self.pattern = _blinding_pattern(blinding_terms(seed))
+        whole = _blinded_view_uncached(seed, [], self.pattern)
+        self.language: str = whole["language"]
+        self.opening: str = whole["opening"]
+        self.world: dict[str, Any] = whole["initial_world"]
+        self.world_text = _render_world(whole)
+        self._steps: dict[NarratedStep, tuple[dict[str, Any], str]] = {}
+
+    def step(self, s: NarratedStep) -> tuple[dict[str, Any], str]:
+        """The blinded step as a dict (shared: do not mutate) and its rendered text."""
+        hit = self._steps.get(s)
+        if hit is None:
+            d = {"step": s.step, "day": s.day, "player_action": s.player_action, "narrative": s.narrative}
+            if self.pattern is not None:
+                d["player_action"] = self.pattern.sub(self.label, s.player_action)
+                d["narrative"] = self.pattern.sub(self.label, s.narrative)
+            hit = (d, f"{_step_head(d)}. Player: {d['player_action']}\n{d['narrative']}")
+            if len(self._steps) >= self.MAX_STEPS:
+                self._steps.clear()
+            self._steps[s] = hit
+        return hit
+
+    def render_steps(self, steps: tuple[NarratedStep, ...] | list[NarratedStep]) -> str:
+        """`_render_steps` of these steps' blinded views."""
+        return "\n\n".join(self.step(s)[1] for s in steps) or "(none)"
+
+
+_BLINDINGS: OrderedDict[str, _SeedBlinding] = OrderedDict()
+_BLINDINGS_LOCK = threading.Lock()
+_MAX_SEEDS = 512
+
+
+def _seed_blinding(seed: EpisodeSeed) -> _SeedBlinding:
+    """The seed's `_SeedBlinding`, keyed by the seed's content (a seed read again from the warehouse,
+    or an edited one, finds its own entry)."""
+    key = seed.model_dump_json()
+    with _BLINDINGS_LOCK:
+        hit = _BLINDINGS.get(key)
+        if hit is not None:
+            _BLINDINGS.move_to_end(key)
+            return hit
+    made = _SeedBlinding(seed)
+    with _BLINDINGS_LOCK:
+        hit = _BLINDINGS.setdefault(key, made)
+        while len(_BLINDINGS) > _MAX_SEEDS:
+            _BLINDINGS.popitem(last=False)
+    return hit
+
+
+def _copy(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_copy(v) for v in obj]
+    return obj
+
+
+def blinded_view(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep]) -> dict[str, Any]:
+    """Everything a judge may see, as plain data (start world, opening, language, trajectory).
+
+    The world is shown under a neutral label, and its title and the source/author names are
+    replaced by that label everywhere in the view (descriptions, opening, narratives), so no
+    source-revealing identifier reaches a judge — except a title that names a character, which
+    stays where it names the character. Our own construction wording that gives the source family
+    away (stage, scenes, "the simulation") is rewritten into neutral words with the same content.
+    The view is the caller's own (a copy of the per-seed cache, `_SeedBlinding`)."""
+    b = _seed_blinding(seed)
+    return {"language": b.language, "initial_world": _copy(b.world), "opening": b.opening,
+            "steps": [dict(b.step(s)[0]) for s in steps]}
 
 
 def _render_world(view: dict[str, Any]) -> str:
@@ -281,11 +362,12 @@ def consistency_request(settings: Settings, judge: JudgePanel, traj: JudgedTraje
     """Member `judge_index` judges `step` against the start world, opening and steps < `step`
     (no later steps: no hindsight)."""
     member = judge.members[judge_index]
-    view = blinded_view(traj.seed, traj.steps[:step])
+    b = _seed_blinding(traj.seed)
+    seen = traj.steps[:step]
     prompt = get_prompt(CONSISTENCY_ROLE, member.prompt_version, settings.prompts_dir)
     messages = prompt.render(
-        language=language_name(view["language"]), world=_render_world(view), opening=view["opening"],
-        history=_render_steps(view["steps"][:-1]), step=step, current=_render_steps(view["steps"][-1:]),
+        language=language_name(b.language), world=b.world_text, opening=b.opening,
+        history=b.render_steps(seen[:-1]), step=step, current=b.render_steps(seen[-1:]),
     )
     return LLMRequest(
         role=CONSISTENCY_ROLE, model=member.model, messages=messages,
@@ -297,11 +379,11 @@ def consistency_request(settings: Settings, judge: JudgePanel, traj: JudgedTraje
 
 def richness_request(settings: Settings, judge: JudgePanel, traj: JudgedTrajectory, judge_index: int) -> LLMRequest:
     member = judge.members[judge_index]
-    view = blinded_view(traj.seed, traj.steps)
+    b = _seed_blinding(traj.seed)
     prompt = get_prompt(RICHNESS_ROLE, member.prompt_version, settings.prompts_dir)
     messages = prompt.render(
-        language=language_name(view["language"]), world=_render_world(view), opening=view["opening"],
-        n_steps=traj.length, trajectory=_render_steps(view["steps"]),
+        language=language_name(b.language), world=b.world_text, opening=b.opening,
+        n_steps=traj.length, trajectory=b.render_steps(traj.steps),
     )
     return LLMRequest(
         role=RICHNESS_ROLE, model=member.model, messages=messages,
