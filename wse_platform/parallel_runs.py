@@ -1,4 +1,4 @@
-"""Many cells at once from `wse materialize`: the planned runs execute concurrently, in threads.
+"""Many cells at once from `wse materialize`: the planned runs execute concurrently, in worker processes.
 
 Design (issue 24 item 2). `runner.plan` gives one run per (asset group, partition); here each
 run starts as soon as the runs it depends on have finished (a cell's judging waits for that
@@ -6,8 +6,8 @@ cell's generation only; a table over all cells waits for every cell), up to `par
 at once, and at most `settings.concurrency[backend]` runs per backend of the cell's model —
 the same limits the run queue applies to UI-launched runs through the `wse/backend` tag
 (`dagster.yaml`, written by `runner.ensure_dagster_home`). Each run executes in one of
-`parallel` worker processes (spawned once, each loading the definitions once, then running
-one run at a time with `execute_in_process`, as the sequential path does): Dagster's
+`parallel` worker processes (`wse_platform.workers`: forked from a template that loaded the
+definitions once, each running one run at a time with `execute_in_process`, as the sequential path does): Dagster's
 in-process execution is not thread-safe (two runs starting in threads of one process
 deadlock in its logging set-up). The in-flight limit per endpoint across these processes is
 the LLM client's (`wse_platform.llm`). Each run is recorded in the instance as before (UI,
@@ -23,9 +23,9 @@ a model came, its calls in flight and which run it executes: `progress.Shared`);
 run then starts in one of `spare` extra worker processes while the other finishes. A run that never had an answer
 from a model (fully cached, a table) counts as sending until it ends, as before. The per-backend
 run limit counts sending runs too; the per-endpoint in-flight limit is the client's and holds
-for every process whatever the number of runs. Worker processes are started one at a time
-ahead of need (a `_warm` task: each loads the definitions while the others work) up to
-`parallel + spare`, instead of several at once when a wave of runs is submitted. Rows do not
+for every process whatever the number of runs. Worker processes (`wse_platform.workers`) are forks of
+a template process that loaded the definitions when the command started; they are started ahead of
+need up to `parallel + spare`. Rows do not
 depend on this timing (each cell's rows depend only on its own seeds and the cache).
 
 Signals: Ctrl-C reaches the workers too (one process group): Dagster interrupts their runs
@@ -35,11 +35,11 @@ with -9 leaves a run the next `wse` command marks failed (`runner.fail_orphaned_
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from wse_platform.config import Settings
+from wse_platform.workers import Workers, run_step, start_template
 
 SERVER_BACKENDS = ("litellm",)  # backends whose cells gain from running side by side
 QUIET_S = float(os.environ.get("WSE_RUN_QUIET_S", "1.5"))  # no answer from a model for this long ...
@@ -184,7 +184,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     sending.add(i)
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
                     keys = [k.to_user_string() for k in steps[i].keys]
-                    running[pool.submit(len(running), _run_step, keys, steps[i].partition_key,
+                    running[pool.submit(len(running), run_step, keys, steps[i].partition_key,
                                         {**(tags or {}), **steps[i].tags, "wse/backend": b}, i)] = i
                 if pending:   # the next worker process ahead of need, one at a time (see the module doc)
                     pool.warm(len(running), workers)
@@ -220,51 +220,13 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     return report
 
 
-class Workers:
-    """The worker processes of one command (a spawn-context process pool), started one at a time ahead
-    of need: `warm` starts the next one (its initializer loads the definitions) when none is idle
-    and none is starting. `prestart` makes one before the command has planned (see `prestart`)."""
-
-    def __init__(self, loader: tuple, limit: int, progress_args: tuple | None = None):
-        import multiprocessing
-
-        self.loader, self.limit, self.progress_args = loader, max(1, limit), progress_args
-        ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
-        self.pool = ProcessPoolExecutor(max_workers=self.limit, mp_context=ctx, initializer=_init_worker,
-                                        initargs=(loader, progress_args))
-        self.spawned = 0               # processes the pool started (it starts one when a task finds none idle)
-        self.warming: Future | None = None
-
-    def _idle(self, busy: int) -> int:
-        return self.spawned - busy - (self.warming is not None and not self.warming.done())
-
-    def submit(self, busy: int, fn, *args) -> Future:
-        """`fn(*args)` in a worker; `busy` = tasks of ours under way besides `_warm`."""
-        if self._idle(busy) <= 0 and self.spawned < self.limit:
-            self.spawned += 1
-        return self.pool.submit(fn, *args)
-
-    def warm(self, busy: int, upto: int) -> None:
-        if self.spawned < min(upto, self.limit) and (self.warming is None or self.warming.done()) \
-                and self._idle(busy) <= 0:
-            self.warming = self.submit(busy, _warm)
-
-    def shutdown(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> "Workers":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
-
-
 _EARLY: list[Workers] = []
 
 
 def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int | None = None):
-    """At the start of `wse materialize`: the first worker process, loading the definitions while this
-    process builds its own, observes the sources and plans (instead of after). Returns the
+    """At the start of `wse materialize`: the template the worker processes are forked from (`workers`), else
+    the first worker process, loading the definitions while this process builds its own, observes the
+    sources and plans (instead of after). Returns the
     `progress.Shared` its workers publish to (for `progress.CommandProgress`), or None (no workers)."""
     from wse_platform.progress import Shared
 
@@ -277,8 +239,10 @@ def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int
         shared = Shared(parallel + spare)
     except OSError:
         return None
+    forked = start_template(loader)
     pool = Workers(loader, parallel + spare, shared.worker_args())
-    pool.warm(0, 1)
+    if not forked:   # (a fork waits for the template: the first one is made when the first run starts)
+        pool.warm(0, 1)
     _EARLY.append(pool)
     return shared
 
@@ -287,9 +251,6 @@ def release() -> None:
     """Stop worker processes `prestart` made that no `execute_parallel` used (nothing to do, an error)."""
     while _EARLY:
         _EARLY.pop().shutdown()
-
-
-_WORKER: dict = {}
 
 
 def _shared_of(progress_args: tuple | None):
@@ -303,60 +264,3 @@ def _shared_of(progress_args: tuple | None):
 def _now_ms() -> int:
     from wse_platform.progress import now_ms
     return now_ms()
-
-
-def _warm() -> None:
-    """Nothing: submitted to start a worker process (its initializer loads the definitions) ahead of need."""
-
-
-def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
-    """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
-    import importlib
-    import os
-
-    from dagster import DagsterInstance
-
-    from wse_platform.progress import join_shared
-    join_shared(progress_args)  # this worker's request counts, summed by the command (progress.Shared)
-
-    target, args = loader
-    module, func = target.split(":")
-    _WORKER["defs"] = getattr(importlib.import_module(module), func)(*args)
-    from wse_platform.instance_sqlite import install
-    install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
-    _WORKER["instance"] = DagsterInstance.get()
-    import atexit
-    atexit.register(_exit_now)   # runs first at exit (handlers run last-registered first)
-
-
-def _exit_now() -> None:
-    """A worker's exit without the interpreter's teardown of Dagster & co. (~3 s of CPU per process on
-    2 cores, paid by the command's end): everything a run writes is committed when the run ends,
-    and the platform is built to survive a kill -9 of any process (journal, claims, run records)."""
-    import sys
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing to keep
-            pass
-    os._exit(0)
-
-
-def _run_step(keys: list[str], partition_key: str | None, tags: dict[str, str],
-              index: int | None = None) -> tuple[bool, str | None, float, str | None]:
-    """(ok, first failure, seconds, infrastructure cause) of one run (planned run `index`) in this worker."""
-    from dagster import AssetKey
-
-    from wse_platform import progress
-    from wse_platform.run_guard import first_failure, infrastructure_cause
-    from wse_platform.runner import RunPlanStep, run_in_location
-
-    t0 = time.perf_counter()
-    step = RunPlanStep([AssetKey.from_user_string(k) for k in keys], partition_key)
-    progress.running(index)   # the command tells from this slot when the run is past its requests
-    try:
-        result = run_in_location(_WORKER["defs"], step, _WORKER["instance"], tags)
-    finally:
-        progress.running(None)
-    why = None if result.success else first_failure(result)
-    return result.success, why, time.perf_counter() - t0, infrastructure_cause(result)
