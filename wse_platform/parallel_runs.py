@@ -67,13 +67,63 @@ def still_sending(running: Sequence[int], states: dict[int, tuple[int, int, int]
     return out
 
 
+# cells at once: their conversations fill the endpoints' slots this many times over. A cell's width
+# (requests ÷ longest chain) is what it could keep in flight at best: a WSE seed's generation sends one
+# request at a time, its judging several; measured, 4 WSE cells of width ~105 filled 64 slots at 92 %
+# of the span and 256 slots at 30 % (bench/fleet.py): hence 3, not 1.
+FILL = 3.0
+MIN_PARALLEL = 4
+
+
 def default_parallel(settings: Settings) -> int:
     """Concurrent runs when `--parallel` is not given: 1 while any configured model runs in this
     process (embedded llama.cpp, offline vLLM: they take the machine's cores / GPU one cell at a
-    time), else the run queue's own limit (`max_concurrent_runs` in dagster.yaml)."""
+    time), else enough cells that their conversations fill the endpoints' slots `FILL` times over
+    (`fill_parallel`), at least `MIN_PARALLEL`, at most the run queue's own limit
+    (`max_concurrent_runs` in dagster.yaml: the sum of `concurrency`)."""
     if any(m.backend not in SERVER_BACKENDS for m in settings.models.values()):
         return 1
-    return max(4, sum(settings.concurrency.values()))
+    ceiling = max(MIN_PARALLEL, sum(settings.concurrency.values()))
+    return min(ceiling, max(MIN_PARALLEL, fill_parallel(settings)))
+
+
+def fill_parallel(settings: Settings, cells=None) -> int:
+    """The fewest cells, largest first, whose conversations (a cell's planned requests ÷ its longest chain
+    of requests: what it can keep in flight) add up to `FILL` × the slots of the endpoints their models
+    use (an endpoint = an `api_base` with its `endpoint_concurrency`; a model without one: its own
+    slots). 0 when nothing is planned."""
+    from wse_platform import plan
+
+    cells = [c for c in (_plan_cells(settings) if cells is None else cells) if c.requests > 0]
+    endpoints: dict[str, int] = {}
+    for c in cells:
+        for load in c.loads:
+            m = settings.models.get(load.model)
+            if m is None or load.cached:
+                continue
+            bases = m.api_bases if m.endpoint_concurrency else []
+            for base in bases:
+                endpoints[base] = max(endpoints.get(base, 0), int(m.endpoint_concurrency))
+            if not bases:
+                endpoints[f"model:{load.model}"] = plan.slots(settings, load.model)
+    need, have = FILL * sum(endpoints.values()), 0.0
+    for n, c in enumerate(sorted(cells, key=lambda c: -c.requests), start=1):
+        have += c.requests / max(1, c.chain)
+        if have >= need:
+            return n
+    return len(cells)
+
+
+_PLANS: dict[int, list] = {}
+
+
+def _plan_cells(settings: Settings) -> list:
+    """`plan.build(settings).cells`, once per settings object (a command plans once)."""
+    if id(settings) not in _PLANS:
+        from wse_platform.plan import build
+        _PLANS.clear()
+        _PLANS[id(settings)] = build(settings).cells
+    return _PLANS[id(settings)]
 
 
 def step_backend(settings: Settings, partition_key: str | None) -> str:
@@ -89,8 +139,7 @@ def largest_first(settings: Settings, steps: Sequence) -> list[int]:
     the long cells start first and the short ones fill the end, instead of the heaviest architectures
     starting last together and leaving a long tail with few conversations in flight."""
     try:
-        from wse_platform.plan import cell_requests
-        size = {cell: n for (_, cell), n in cell_requests(settings).items()}
+        size = {c.cell: c.requests for c in _plan_cells(settings)}
     except Exception:  # noqa: BLE001 - only an ordering hint
         size = {}
     return sorted(range(len(steps)), key=lambda i: -size.get(steps[i].partition_key, 0))
