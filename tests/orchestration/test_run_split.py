@@ -1,0 +1,59 @@
+"""The final tables of `wse materialize --parallel` run as several runs side by side
+(wse_platform/run_split.py): independent tables are cut apart, tables reading each other and the
+outputs of a multi-asset that cannot run partially stay together, and each part still waits for
+every cell."""
+from __future__ import annotations
+
+from dagster import AssetKey, AssetOut, Definitions, StaticPartitionsDefinition, asset, multi_asset
+
+from wse_platform.parallel_runs import step_dependencies
+from wse_platform.run_split import split_independent
+from wse_platform.runner import plan
+
+CELLS = StaticPartitionsDefinition(["x", "y"])
+
+
+@asset(partitions_def=CELLS)
+def cell():
+    return 1
+
+
+@asset(deps=[cell])
+def metrics():
+    return 1
+
+
+@asset(deps=[metrics])
+def pareto():
+    return 1
+
+
+@multi_asset(outs={"kinds": AssetOut(), "agreement": AssetOut()}, deps=[cell])
+def judged():
+    return 1, 2
+
+
+@asset(deps=[cell])
+def failures():
+    return 1
+
+
+@asset(deps=[cell])
+def costs():
+    return 1
+
+
+def test_the_final_tables_are_cut_into_independent_runs_after_every_cell():
+    defs = Definitions(assets=[cell, metrics, pareto, judged, failures, costs])
+    keys = [AssetKey(n) for n in ("cell", "metrics", "pareto", "kinds", "agreement", "failures", "costs")]
+    steps = plan(defs, keys, {k: None for k in keys})
+    assert [s.partition_key for s in steps] == ["x", "y", None] and len(steps[2].keys) == 6   # one tables run
+    split = split_independent(defs, steps, 2)
+    tables = [{k.to_user_string() for k in s.keys} for s in split if s.partition_key is None]
+    assert len(tables) == 2 and set().union(*tables) == {"metrics", "pareto", "kinds", "agreement", "failures", "costs"}
+    assert all(len(t) == 3 for t in tables)                                   # balanced
+    assert any({"metrics", "pareto"} <= t for t in tables)                    # pareto reads metrics
+    assert any({"kinds", "agreement"} <= t for t in tables)                   # one multi-asset
+    deps = step_dependencies(defs, split)
+    assert deps[2] == deps[3] == {0, 1}        # each tables run waits for both cells, not for the other
+    assert split_independent(defs, steps, 1) == steps
