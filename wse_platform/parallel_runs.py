@@ -35,6 +35,7 @@ with -9 leaves a run the next `wse` command marks failed (`runner.fail_orphaned_
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
@@ -173,6 +174,37 @@ def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
     return out
 
 
+INTERRUPTED = "interrupted (the run is recorded as failed)"
+
+
+def leading_steps(deps: list[set[int]]) -> list[int]:
+    """The runs every other run waits for (directly or through others), in order: nothing can run beside
+    them, so `execute_parallel` runs them in the command's own process, which has the definitions
+    already, instead of waiting for a worker (whose template may still be loading them)."""
+    ancestors: list[set[int]] = []
+    for d in deps:
+        ancestors.append(set(d).union(*(ancestors[j] for j in d)) if d else set())
+    n = len(deps)
+    return [i for i in range(n) if all(i in ancestors[j] for j in range(n) if j != i)]
+
+
+def run_here(defs, step, instance, tags: dict[str, str]) -> tuple[bool, str | None, float, str | None]:
+    """One run in this process (as `workers.run_step` in a worker): (ok, first failure, seconds, cause),
+    the failure `INTERRUPTED` when Ctrl-C stopped it."""
+    from wse_platform.instance_sqlite import install
+    from wse_platform.run_guard import first_failure, infrastructure_cause
+    from wse_platform.runner import _interrupted, run_in_location
+
+    if instance.root_directory:  # cheaper SQLite commits for the run's events (instance_sqlite.py)
+        install(instance.root_directory)
+    t0 = time.perf_counter()
+    result = run_in_location(defs, step, instance, tags)
+    dt = time.perf_counter() - t0
+    if _interrupted(result):
+        return False, INTERRUPTED, dt, None
+    return result.success, None if result.success else first_failure(result), dt, infrastructure_cause(result)
+
+
 def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int, loader: tuple,
                      tags: dict[str, str] | None = None, echo=print, guard=None, progress_args: tuple | None = None,
                      spare: int | None = None):
@@ -206,7 +238,33 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
         pool.shutdown()
         pool = Workers(loader, cap, progress_args)
     workers = min(cap, pool.limit)
+
+    def record(i: int, outcome: tuple) -> None:
+        ok, why, dt, infrastructure = outcome
+        finished.add(i)
+        report.steps.append((steps[i], ok, dt))
+        guard.after_outcome(steps[i], ok, infrastructure)
+        if not ok:
+            report.first_failure = report.first_failure or why
+        echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
+             else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
+
     with StopOnSignal() as stop, pool:
+        for i in leading_steps(deps):   # what every other run waits for: here, while the workers' template loads
+            if stop.signal_name or guard.stopped:
+                break
+            pending.remove(i)
+            if skip := guard.skip_reason(steps[i]):
+                echo(f"[{i + 1}/{len(steps)}] skipped {steps[i].label()}: {skip}")
+                guard.mark_failed(steps[i])
+                finished.add(i)
+                report.steps.append((steps[i], False, 0.0))
+                continue
+            echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()} (in this process)")
+            outcome = run_here(defs, steps[i], instance, {**(tags or {}), **steps[i].tags, "wse/backend": backends[i]})
+            if outcome[1] == INTERRUPTED and not stop.signal_name:
+                stop.signal_name = "an interrupt"
+            record(i, outcome)
         while pending or running:
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
@@ -243,17 +301,11 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                            return_when=FIRST_COMPLETED)
             for fut in done:
                 i = running.pop(fut)
-                finished.add(i)
                 try:
-                    ok, why, dt, infrastructure = fut.result()
+                    outcome = fut.result()
                 except Exception as err:  # the worker died (killed, out of memory)
-                    ok, why, dt, infrastructure = False, f"worker process failed: {type(err).__name__}: {err}", 0.0, None
-                report.steps.append((steps[i], ok, dt))
-                guard.after_outcome(steps[i], ok, infrastructure)
-                if not ok:
-                    report.first_failure = report.first_failure or why
-                echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
-                     else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
+                    outcome = False, f"worker process failed: {type(err).__name__}: {err}", 0.0, None
+                record(i, outcome)
             if note := guard.config_note():
                 echo(f"note: {note}")
         report.interrupted_by = stop.signal_name

@@ -57,3 +57,15 @@ def test_the_final_tables_are_cut_into_independent_runs_after_every_cell():
     deps = step_dependencies(defs, split)
     assert deps[2] == deps[3] == {0, 1}        # each tables run waits for both cells, not for the other
     assert split_independent(defs, steps, 1) == steps
+
+
+def test_the_runs_everything_waits_for_are_leading():
+    """`parallel_runs.leading_steps`: the sources run (everything waits for it) runs in the command's own
+    process; a cell or a table that others do not all wait for does not."""
+    from wse_platform.parallel_runs import leading_steps
+
+    # 0 sources; 1, 2 cells (wait for 0); 3 tables (wait for 1 and 2); 4 a last table after 3
+    assert leading_steps([set(), {0}, {0}, {1, 2}, {3}]) == [0]
+    assert leading_steps([set(), {0}, {1}, {2}]) == [0]              # a chain: its first (not waited for by 0)
+    assert leading_steps([set(), set(), {0, 1}]) == []               # two independent sources
+    assert leading_steps([set()]) == [0]
