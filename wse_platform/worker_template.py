@@ -66,7 +66,8 @@ def _draw() -> None:
 
 
 def check_fork_safe() -> str | None:
-    """None, or what a fork of this process would carry that it must not (a thread, an open database file)."""
+    """None, or what a fork of this process would carry that it must not: a thread, an open database file, an
+    endpoint slot file (`llm/limiter.py`: a forked descriptor would share the parent's flock)."""
     import threading
     problems = []
     threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
@@ -78,7 +79,7 @@ def check_fork_safe() -> str | None:
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if target.endswith((".db", ".duckdb", ".db-wal", ".sqlite", ".lock")):
+        if target.endswith((".db", ".duckdb", ".db-wal", ".sqlite", ".lock")) or "wse-platform-slots" in target:
             open_files.append(target)
     if open_files:
         problems.append(f"database files open in the template: {open_files}")

@@ -122,6 +122,10 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
         from wse_platform import worker_template
         defs = worker_template.DEFS.get(worker_template.key(token, target, args))
         _WORKER["forked_from"] = worker_template.BUILT_BY[0] if defs is not None else None
+        if defs is None and worker_template.ERROR:   # slower, same runs: say why
+            import sys
+            print(f"note: the worker template failed ({worker_template.ERROR[0]}); this worker process loads "
+                  "the definitions itself", file=sys.stderr)
     if defs is None:
         module, func = target.split(":")
         defs = getattr(importlib.import_module(module), func)(*args)
