@@ -113,8 +113,9 @@ def _materialize(args) -> int:
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
-    from wse_platform.run_split import default_ways, split_independent
-    steps = split_independent(defs, steps, default_ways(parallel))   # the final tables side by side
+    from wse_platform.run_split import default_ways, defer_unneeded, split_independent
+    if parallel > 1:   # the final tables side by side, what the cells do not read beside them
+        steps = split_independent(defs, defer_unneeded(defs, steps), default_ways(parallel))
     from wse_platform.progress import CommandProgress
     progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs,  # requests done / planned, ETA
                                shared=shared)

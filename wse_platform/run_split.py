@@ -6,7 +6,8 @@ with the other core idle. `split_independent` cuts such a run into `ways` runs o
 assets that do not read each other (looking through external tables, as the plan does; the
 outputs of a multi-asset that cannot run partially stay together), balanced by their number of
 assets; `parallel_runs` starts them together once the cells are done. Each is an ordinary run
-(UI, staleness, checks as before); only the grouping differs.
+(UI, staleness, checks as before); only the grouping differs. `defer_unneeded` does the same at the
+start: the part of a source run the cells do not read runs beside them.
 """
 from __future__ import annotations
 
@@ -41,6 +42,41 @@ def split_independent(defs, steps: Sequence, ways: int) -> list:
         order = {k: i for i, k in enumerate(st.keys)}
         for b in bins:
             out.append(type(st)(sorted(b, key=order.__getitem__), None, dict(st.tags)))
+    return out
+
+
+def defer_unneeded(defs, steps: Sequence) -> list:
+    """`steps` with each unpartitioned run cut in two where some of its assets are needed by the partitioned
+    runs after it (the cells) and others are not: the needed ones first, the rest in a run of their own
+    right after, which `parallel_runs` then runs beside the cells instead of before them (NCP's source
+    run: the cells read `ncp_specs`, not its breakdown and statistics). Multi-assets stay whole."""
+    from wse_platform.runner import _parents, materializable
+
+    graph = defs.resolve_asset_graph()
+    owners = materializable(defs)
+    out = []
+    for n, st in enumerate(steps):
+        later = [k for s in steps[n + 1:] if s.partition_key is not None for k in s.keys]
+        if st.partition_key is not None or len(st.keys) < 2 or not later:
+            out.append(st)
+            continue
+        mine = set(st.keys)
+        needed = set().union(*(_parents(graph, k) for k in later)) & mine
+        grew = True
+        while grew:   # what the needed ones read, and their multi-asset siblings
+            before = len(needed)
+            for k in list(needed):
+                needed |= _parents(graph, k) & mine
+                a = owners.get(k)
+                if a is not None and not a.can_subset:
+                    needed |= set(a.keys) & mine
+            grew = len(needed) > before
+        rest = [k for k in st.keys if k not in needed]
+        if not needed or not rest:
+            out.append(st)
+            continue
+        out.append(type(st)([k for k in st.keys if k in needed], None, dict(st.tags)))
+        out.append(type(st)(rest, None, dict(st.tags)))
     return out
 
 

@@ -69,3 +69,42 @@ def test_the_runs_everything_waits_for_are_leading():
     assert leading_steps([set(), {0}, {1}, {2}]) == [0]              # a chain: its first (not waited for by 0)
     assert leading_steps([set(), set(), {0, 1}]) == []               # two independent sources
     assert leading_steps([set()]) == [0]
+
+
+@asset
+def specs():
+    return 1
+
+
+@asset(deps=[specs])
+def spec_stats():
+    return 1
+
+
+@asset(partitions_def=CELLS, deps=[specs])
+def episode():
+    return 1
+
+
+@asset(deps=[episode, spec_stats])
+def summary():
+    return 1
+
+
+def test_what_the_cells_do_not_read_runs_beside_them():
+    """NCP's source run: the cells read `specs`, not `spec_stats`; so `spec_stats` gets its own run that
+    waits for `specs` only, the cells wait for `specs` only, and the table waits for both."""
+    from wse_platform.parallel_runs import leading_steps
+    from wse_platform.run_split import defer_unneeded
+
+    defs = Definitions(assets=[specs, spec_stats, episode, summary])
+    keys = [AssetKey(n) for n in ("specs", "spec_stats", "episode", "summary")]
+    steps = plan(defs, keys, {k: None for k in keys})
+    assert [[k.to_user_string() for k in s.keys] for s in steps][0] == ["specs", "spec_stats"]   # one run
+    steps = defer_unneeded(defs, steps)
+    names = [([k.to_user_string() for k in s.keys], s.partition_key) for s in steps]
+    assert names == [(["specs"], None), (["spec_stats"], None), (["episode"], "x"), (["episode"], "y"),
+                     (["summary"], None)]
+    deps = step_dependencies(defs, steps)
+    assert deps[1] == {0} and deps[2] == deps[3] == {0} and deps[4] == {1, 2, 3}
+    assert leading_steps(deps) == [0]      # only `specs` before the cells, in the command's process
