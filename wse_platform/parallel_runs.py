@@ -115,16 +115,15 @@ def fill_parallel(settings: Settings, cells=None) -> int:
     return len(cells)
 
 
-_PLANS: dict[int, list] = {}
+_PLANS: list = []   # [(settings, plan cells)]: the last settings object planned (held: its id stays its own)
 
 
 def _plan_cells(settings: Settings) -> list:
     """`plan.build(settings).cells`, once per settings object (a command plans once)."""
-    if id(settings) not in _PLANS:
+    if not _PLANS or _PLANS[0][0] is not settings:
         from wse_platform.plan import build
-        _PLANS.clear()
-        _PLANS[id(settings)] = build(settings).cells
-    return _PLANS[id(settings)]
+        _PLANS[:] = [(settings, build(settings).cells)]
+    return _PLANS[0][1]
 
 
 def step_backend(settings: Settings, partition_key: str | None) -> str:
