@@ -73,14 +73,13 @@ def cmd_materialize(args) -> int:
 
 
 def _materialize(args) -> int:
-    from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
-
     settings = _settings(args)
     if args.config:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
+    from wse_platform.parallel_runs import prestart   # the workers' template loads while we import and plan
+    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))
+    from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
     instance = get_instance(settings)
-    from wse_platform.parallel_runs import prestart
-    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))  # loads while we plan
     defs = _defs(args)
     graph = defs.resolve_asset_graph()
     keys = _select(defs, args.select)

@@ -339,6 +339,7 @@ def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int
         shared = Shared(parallel + spare)
     except OSError:
         return None
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)   # as `runner.get_instance` sets it, for the template
     forked = start_template(loader)
     pool = Workers(loader, parallel + spare, shared.worker_args())
     if not forked:   # (a fork waits for the template: the first one is made when the first run starts)
