@@ -352,6 +352,8 @@ def release() -> None:
     """Stop worker processes `prestart` made that no `execute_parallel` used (nothing to do, an error)."""
     while _EARLY:
         _EARLY.pop().shutdown()
+    from wse_platform.workers import forget_template
+    forget_template()
 
 
 def _shared_of(progress_args: tuple | None):

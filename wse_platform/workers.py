@@ -21,6 +21,8 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 
 _TEMPLATE: dict = {}   # loader -> token of the template started for it in this process
+_STARTED: list = []    # the token of the fork server this process started (one per process)
+ENV_KEYS = ("DAGSTER_HOME", "WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR")
 
 
 def _context():
@@ -39,8 +41,9 @@ def start_template(loader: tuple) -> bool:
     ctx = _context()
     if ctx.get_start_method() != "forkserver":
         return False
-    if getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:   # noqa: SLF001 - read only
-        return False
+    _TEMPLATE.clear()   # a template serves the command that started it only
+    if _STARTED or getattr(forkserver._forkserver, "_forkserver_pid", None) is not None:  # noqa: SLF001
+        return False   # one fork server per process, its preload fixed when it started
     token = f"{os.getpid()}-{time.time_ns()}"
     target, args = loader
     os.environ["WSE_WORKER_TEMPLATE"] = json.dumps([token, target, list(args)], default=str)
@@ -49,8 +52,14 @@ def start_template(loader: tuple) -> bool:
         forkserver.ensure_running()   # starts it now; it builds the definitions while this process plans
     finally:
         os.environ.pop("WSE_WORKER_TEMPLATE", None)   # nor for processes this command starts otherwise
+    _STARTED.append(token)
     _TEMPLATE[_loader_key(loader)] = token
     return True
+
+
+def forget_template() -> None:
+    """At the end of a command: its template serves no later command of this process (`start_template`)."""
+    _TEMPLATE.clear()
 
 
 def _loader_key(loader: tuple) -> str:
@@ -70,8 +79,9 @@ class Workers:
         self.forked = token is not None and ctx.get_start_method() == "forkserver"
         if not self.forked and ctx.get_start_method() == "forkserver":
             ctx = multiprocessing.get_context("spawn")   # no template of ours: a clean interpreter per worker
+        env = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}   # a fork server keeps the env it started with
         self.pool = ProcessPoolExecutor(max_workers=self.limit, mp_context=ctx, initializer=init_worker,
-                                        initargs=(loader, progress_args, token))
+                                        initargs=(loader, progress_args, token, env))
         self.spawned = 0               # processes the pool started (it starts one when a task finds none idle)
         self.warming: Future | None = None
 
@@ -106,10 +116,13 @@ def _warm() -> None:
     """Nothing: submitted to start a worker process ahead of need."""
 
 
-def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | None = None) -> None:
-    """Once per worker process: the definitions (the template's, else built here) and the Dagster
-    instance (the instance at $DAGSTER_HOME)."""
+def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | None = None,
+                env: dict[str, str] | None = None) -> None:
+    """Once per worker process: the command's instance and config variables (`env`), the definitions (the
+    template's, else built here) and the Dagster instance (the instance at $DAGSTER_HOME)."""
     import importlib
+
+    os.environ.update(env or {})
 
     from dagster import DagsterInstance
 

@@ -38,7 +38,10 @@ pool = workers.Workers(loader, 3)
 with pool:
     futs = [pool.submit(i, workers.worker_info) for i in range(3)]
     infos = [f.result(timeout=120) for f in futs]
-print(json.dumps({"started": started, "forked": pool.forked, "infos": infos, "me": os.getpid()}))
+workers.forget_template()             # the command ended; a second one in this process ...
+again = workers.start_template(loader)    # ... cannot preload anew (one fork server per process)
+print(json.dumps({"started": started, "forked": pool.forked, "infos": infos, "me": os.getpid(),
+                  "again": again, "then_forked": workers.Workers(loader, 1).forked}))
 """
 
 
@@ -52,6 +55,7 @@ def test_workers_are_forked_from_one_template_that_built_the_definitions(tmp_pat
     got = json.loads(out.stdout.strip().splitlines()[-1])
     built = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("built-*"))
     assert got["started"] and got["forked"]
+    assert not got["again"] and not got["then_forked"]   # its workers are spawned, with their own definitions
     assert len(built) == 1, "the definitions were built more than once"   # once, in the template
     template = built[0]
     assert template != got["me"]
