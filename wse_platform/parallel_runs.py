@@ -249,7 +249,10 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
              else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
 
     with StopOnSignal() as stop, pool:
-        for i in leading_steps(deps):   # what every other run waits for: here, while the workers' template loads
+        lead = leading_steps(deps)
+        if lead:   # the first runs' workers start while the command runs the leading ones
+            pool.prefork(min(parallel, workers, len(steps) - len(lead)))
+        for i in lead:   # what every other run waits for: here, while the workers' template loads
             if stop.signal_name or guard.stopped:
                 break
             pending.remove(i)

@@ -84,9 +84,11 @@ class Workers:
                                         initargs=(loader, progress_args, token, env))
         self.spawned = 0               # processes the pool started (it starts one when a task finds none idle)
         self.warming: Future | None = None
+        self.forking: list[Future] = []   # `prefork`'s tasks
 
     def _idle(self, busy: int) -> int:
-        return self.spawned - busy - (self.warming is not None and not self.warming.done())
+        return (self.spawned - busy - (self.warming is not None and not self.warming.done())
+                - sum(not f.done() for f in self.forking))
 
     def submit(self, busy: int, fn, *args) -> Future:
         """`fn(*args)` in a worker; `busy` = tasks of ours under way besides `_warm`."""
@@ -98,6 +100,15 @@ class Workers:
         if self.spawned < min(upto, self.limit) and (self.warming is None or self.warming.done()) \
                 and self._idle(busy) <= 0:
             self.warming = self.submit(busy, _warm)
+
+    def prefork(self, n: int) -> None:
+        """Fork `n` workers at once (forked pools only): their start (the instance) overlaps what the
+        command does meanwhile (the source run), instead of following the first runs' submission."""
+        if not self.forked:
+            return
+        while self.spawned < min(n, self.limit):
+            self.spawned += 1
+            self.forking.append(self.pool.submit(_warm))
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
