@@ -2,7 +2,7 @@
 
 Starts the simulated OpenAI-compatible server of `bench/fleet_server.py` (N slots, lognormal
 service time per sequence) and runs each paper design at reduced length through the real CLI
-(`python -m wse_platform.cli materialize --select group:<benchmark>_{sources,cells,verdicts,tables} --parallel P`, fresh
+(`python -m wse_platform.cli materialize --select group:<benchmark>_{sources,cells,verdicts,tables} [--parallel P]`, fresh
 warehouse, cache and Dagster home per benchmark):
 
     wse      12 architectures x 42 seeds, horizon 3, a panel of three judge models (consistency
@@ -15,7 +15,7 @@ the makespan is the CLI command's wall time (start-up, planning and platform tim
 the same over the span from the first request to the last answer, and the share of the
 command's time with nothing in flight. Run from the repository root:
 
-    python bench/fleet.py --slots 64 [--median 0.4] [--benchmarks wse,ncp,endings] [--parallel 4] [--stride 10]
+    python bench/fleet.py --slots 64 [--median 0.4] [--benchmarks wse,ncp,endings] [--parallel P] [--stride 10]
                           [--horizon 3] [--t-max 3] [--k 100] [--spare N]
 
 `--horizon` / `--t-max` lengthen the WSE trajectories / NCP episodes beyond the issue's minimum of 3
@@ -146,6 +146,48 @@ def _proc_cpu(pid: int) -> float | None:
         return None
 
 
+class TreeCpu:
+    """CPU seconds of a process and all its descendants, sampled from /proc every `every` s (a thread).
+
+    `RUSAGE_CHILDREN` misses worker processes forked by multiprocessing's fork server (they are the
+    fork server's children, and the fork server is never waited for): this counts every descendant
+    by its own utime + stime as last seen (a process's last < `every` s are missed)."""
+
+    def __init__(self, pid: int, every: float = 0.25):
+        import threading
+        self.pid, self.every, self.seen = pid, every, {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        parent = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                parent[int(d)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+        tree, grew = {self.pid}, True
+        while grew:
+            new = {p for p, (pp, _) in parent.items() if pp in tree and p not in tree}
+            tree |= new
+            grew = bool(new)
+        for p in tree:
+            if p in parent:
+                self.seen[p] = max(self.seen.get(p, 0), parent[p][1])
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every):
+            self._sample()
+
+    def total(self) -> float:
+        self.stop.set()
+        self.thread.join()
+        return round(sum(self.seen.values()) / os.sysconf("SC_CLK_TCK"), 1)
+
+
 def run_one(bench: str, args, root: Path) -> dict:
     folder = root / bench
     folder.mkdir(parents=True, exist_ok=True)
@@ -175,16 +217,19 @@ def run_one(bench: str, args, root: Path) -> dict:
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
         cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
-               "--select", *(f"group:{bench}_{stage}" for stage in STAGES), "--parallel", str(args.parallel)]
+               "--select", *(f"group:{bench}_{stage}" for stage in STAGES),
+               *(("--parallel", str(args.parallel)) if args.parallel else ())]
         load_at_start = os.getloadavg()[0]
         cpu0 = _children_cpu()
         t0 = time.time()
         with open(folder / "cli.log", "w") as out:   # each line with its time since the command started
             proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, bufsize=1)
+            tree = TreeCpu(proc.pid) if Path("/proc").is_dir() else None
             for line in proc.stdout:
                 out.write(f"{time.time() - t0:8.2f} {line}")
                 out.flush()
+            tree_cpu = tree.total() if tree is not None else None
             rc = proc.wait()
         t1 = time.time()
         cli_cpu = _children_cpu() - cpu0
@@ -195,7 +240,7 @@ def run_one(bench: str, args, root: Path) -> dict:
     length = {"wse": {"horizon": args.horizon}, "ncp": {"t_max": args.t_max}, "endings": {"k": args.k}}.get(bench, {})
     fig = {"benchmark": bench, "rc": rc, "slots": args.slots, "median_s": args.median, "sigma": args.sigma,
            "parallel": args.parallel, "spare": args.spare, **length, "load_avg_1m": [load_at_start, os.getloadavg()[0]],
-           "cli_cpu_s": round(cli_cpu, 1), "server_cpu_s": server_cpu, **busy_figures(log, args.slots, t0, t1)}
+           "cli_cpu_s": round(cli_cpu, 1), "cli_tree_cpu_s": tree_cpu, "server_cpu_s": server_cpu, **busy_figures(log, args.slots, t0, t1)}
     try:
         import duckdb
         con = duckdb.connect(str(folder / "wh.duckdb"), read_only=True)
@@ -213,7 +258,8 @@ def main() -> int:
     ap.add_argument("--median", type=float, default=0.4, help="median service time per sequence (s)")
     ap.add_argument("--sigma", type=float, default=0.8)
     ap.add_argument("--benchmarks", default="wse,ncp,endings")
-    ap.add_argument("--parallel", type=int, default=4, help="`wse materialize --parallel` (runs at once)")
+    ap.add_argument("--parallel", type=int, default=None,
+                    help="`wse materialize --parallel` (runs at once; default: the CLI's, from the endpoints' slots)")
     ap.add_argument("--stride", type=int, default=10, help="endings.position_stride (sentences between positions)")
     ap.add_argument("--seeds", type=int, default=42, help="WSE seeds (paper: 42)")
     ap.add_argument("--specs", type=int, default=100, help="NCP specs (paper: 100)")

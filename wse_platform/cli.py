@@ -73,14 +73,13 @@ def cmd_materialize(args) -> int:
 
 
 def _materialize(args) -> int:
-    from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
-
     settings = _settings(args)
     if args.config:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
+    from wse_platform.parallel_runs import prestart   # the workers' template loads while we import and plan
+    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))
+    from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
     instance = get_instance(settings)
-    from wse_platform.parallel_runs import prestart
-    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))  # loads while we plan
     defs = _defs(args)
     graph = defs.resolve_asset_graph()
     keys = _select(defs, args.select)
@@ -113,6 +112,9 @@ def _materialize(args) -> int:
     tags = {"wse/cli": "materialize", "wse/stale": str(args.stale).lower()}
     guard = RunGuard(defs, config_changed=config_snapshot.changed, instance=instance)
     parallel = getattr(args, "parallel", None) or default_parallel(settings)
+    from wse_platform.run_split import default_ways, defer_unneeded, split_independent
+    if parallel > 1:   # the final tables side by side, what the cells do not read beside them
+        steps = split_independent(defs, defer_unneeded(defs, steps), default_ways(parallel))
     from wse_platform.progress import CommandProgress
     progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs,  # requests done / planned, ETA
                                shared=shared)
@@ -315,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stale", action="store_true", help="only stale or missing partitions")
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     p.add_argument("--parallel", type=int, metavar="N",
-                   help="runs (cells) at once; default 1 with in-process models, else the run queue's limit")
+                   help="runs (cells) at once; default 1 with in-process models, else enough cells to fill the "
+                        "endpoints' slots 1.5 times (at least 4, at most the run queue's limit)")
     p.add_argument("--no-status", action="store_true",
                    help="do not end with the status check that lets the next `wse status` answer at once")
     p.set_defaults(func=cmd_materialize)
@@ -399,5 +402,16 @@ def main(argv: list[str] | None = None) -> int:
         config_snapshot.release()
 
 
+def entry() -> None:
+    """The `wse` command: `main`, its exit handlers, and no interpreter teardown (~1 s of CPU once Dagster
+    is loaded, paid after the command's last line; `wse_platform.workers` exits its processes the same way)."""
+    rc = main()
+    import atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(rc if isinstance(rc, int) else 0)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -1,4 +1,4 @@
-"""Many cells at once from `wse materialize`: the planned runs execute concurrently, in threads.
+"""Many cells at once from `wse materialize`: the planned runs execute concurrently, in worker processes.
 
 Design (issue 24 item 2). `runner.plan` gives one run per (asset group, partition); here each
 run starts as soon as the runs it depends on have finished (a cell's judging waits for that
@@ -6,8 +6,8 @@ cell's generation only; a table over all cells waits for every cell), up to `par
 at once, and at most `settings.concurrency[backend]` runs per backend of the cell's model —
 the same limits the run queue applies to UI-launched runs through the `wse/backend` tag
 (`dagster.yaml`, written by `runner.ensure_dagster_home`). Each run executes in one of
-`parallel` worker processes (spawned once, each loading the definitions once, then running
-one run at a time with `execute_in_process`, as the sequential path does): Dagster's
+`parallel` worker processes (`wse_platform.workers`: forked from a template that loaded the
+definitions once, each running one run at a time with `execute_in_process`, as the sequential path does): Dagster's
 in-process execution is not thread-safe (two runs starting in threads of one process
 deadlock in its logging set-up). The in-flight limit per endpoint across these processes is
 the LLM client's (`wse_platform.llm`). Each run is recorded in the instance as before (UI,
@@ -23,9 +23,9 @@ a model came, its calls in flight and which run it executes: `progress.Shared`);
 run then starts in one of `spare` extra worker processes while the other finishes. A run that never had an answer
 from a model (fully cached, a table) counts as sending until it ends, as before. The per-backend
 run limit counts sending runs too; the per-endpoint in-flight limit is the client's and holds
-for every process whatever the number of runs. Worker processes are started one at a time
-ahead of need (a `_warm` task: each loads the definitions while the others work) up to
-`parallel + spare`, instead of several at once when a wave of runs is submitted. Rows do not
+for every process whatever the number of runs. Worker processes (`wse_platform.workers`) are forks of
+a template process that loaded the definitions when the command started; they are started ahead of
+need up to `parallel + spare`. Rows do not
 depend on this timing (each cell's rows depend only on its own seeds and the cache).
 
 Signals: Ctrl-C reaches the workers too (one process group): Dagster interrupts their runs
@@ -37,9 +37,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from wse_platform.config import Settings
+from wse_platform.workers import Workers, run_step, start_template
 
 SERVER_BACKENDS = ("litellm",)  # backends whose cells gain from running side by side
 QUIET_S = float(os.environ.get("WSE_RUN_QUIET_S", "1.5"))  # no answer from a model for this long ...
@@ -67,13 +68,62 @@ def still_sending(running: Sequence[int], states: dict[int, tuple[int, int, int]
     return out
 
 
+# cells at once: their conversations fill the endpoints' slots this many times over. A cell's width
+# (requests ÷ longest chain) is what it could keep in flight at best: a WSE seed's generation sends one
+# request at a time, its judging several; measured, 4 WSE cells of width ~105 filled 64 slots at 92 %
+# of the span and 256 slots at 30 % (bench/fleet.py): hence 3, not 1.
+FILL = 3.0
+MIN_PARALLEL = 4
+
+
 def default_parallel(settings: Settings) -> int:
     """Concurrent runs when `--parallel` is not given: 1 while any configured model runs in this
     process (embedded llama.cpp, offline vLLM: they take the machine's cores / GPU one cell at a
-    time), else the run queue's own limit (`max_concurrent_runs` in dagster.yaml)."""
+    time), else enough cells that their conversations fill the endpoints' slots `FILL` times over
+    (`fill_parallel`), at least `MIN_PARALLEL`, at most the run queue's own limit
+    (`max_concurrent_runs` in dagster.yaml: the sum of `concurrency`)."""
     if any(m.backend not in SERVER_BACKENDS for m in settings.models.values()):
         return 1
-    return max(4, sum(settings.concurrency.values()))
+    ceiling = max(MIN_PARALLEL, sum(settings.concurrency.values()))
+    return min(ceiling, max(MIN_PARALLEL, fill_parallel(settings)))
+
+
+def fill_parallel(settings: Settings, cells=None) -> int:
+    """The fewest cells, largest first, whose conversations (a cell's planned requests ÷ its longest chain
+    of requests: what it can keep in flight) add up to `FILL` × the slots of the endpoints their models
+    use (an endpoint = an `api_base` with its `endpoint_concurrency`; a model without one: its own
+    slots). 0 when nothing is planned."""
+    from wse_platform import plan
+
+    cells = [c for c in (_plan_cells(settings) if cells is None else cells) if c.requests > 0]
+    endpoints: dict[str, int] = {}
+    for c in cells:
+        for load in c.loads:
+            m = settings.models.get(load.model)
+            if m is None or load.cached:
+                continue
+            bases = m.api_bases if m.endpoint_concurrency else []
+            for base in bases:
+                endpoints[base] = max(endpoints.get(base, 0), int(m.endpoint_concurrency))
+            if not bases:
+                endpoints[f"model:{load.model}"] = plan.slots(settings, load.model)
+    need, have = FILL * sum(endpoints.values()), 0.0
+    for n, c in enumerate(sorted(cells, key=lambda c: -c.requests), start=1):
+        have += c.requests / max(1, c.chain)
+        if have >= need:
+            return n
+    return len(cells)
+
+
+_PLANS: list = []   # [(settings, plan cells)]: the last settings object planned (held: its id stays its own)
+
+
+def _plan_cells(settings: Settings) -> list:
+    """`plan.build(settings).cells`, once per settings object (a command plans once)."""
+    if not _PLANS or _PLANS[0][0] is not settings:
+        from wse_platform.plan import build
+        _PLANS[:] = [(settings, build(settings).cells)]
+    return _PLANS[0][1]
 
 
 def step_backend(settings: Settings, partition_key: str | None) -> str:
@@ -89,8 +139,7 @@ def largest_first(settings: Settings, steps: Sequence) -> list[int]:
     the long cells start first and the short ones fill the end, instead of the heaviest architectures
     starting last together and leaving a long tail with few conversations in flight."""
     try:
-        from wse_platform.plan import cell_requests
-        size = {cell: n for (_, cell), n in cell_requests(settings).items()}
+        size = {c.cell: c.requests for c in _plan_cells(settings)}
     except Exception:  # noqa: BLE001 - only an ordering hint
         size = {}
     return sorted(range(len(steps)), key=lambda i: -size.get(steps[i].partition_key, 0))
@@ -122,6 +171,37 @@ def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
                     deps.add(j)
         out.append(deps)
     return out
+
+
+INTERRUPTED = "interrupted (the run is recorded as failed)"
+
+
+def leading_steps(deps: list[set[int]]) -> list[int]:
+    """The runs every other run waits for (directly or through others), in order: nothing can run beside
+    them, so `execute_parallel` runs them in the command's own process, which has the definitions
+    already, instead of waiting for a worker (whose template may still be loading them)."""
+    ancestors: list[set[int]] = []
+    for d in deps:
+        ancestors.append(set(d).union(*(ancestors[j] for j in d)) if d else set())
+    n = len(deps)
+    return [i for i in range(n) if all(i in ancestors[j] for j in range(n) if j != i)]
+
+
+def run_here(defs, step, instance, tags: dict[str, str]) -> tuple[bool, str | None, float, str | None]:
+    """One run in this process (as `workers.run_step` in a worker): (ok, first failure, seconds, cause),
+    the failure `INTERRUPTED` when Ctrl-C stopped it."""
+    from wse_platform.instance_sqlite import install
+    from wse_platform.run_guard import first_failure, infrastructure_cause
+    from wse_platform.runner import _interrupted, run_in_location
+
+    if instance.root_directory:  # cheaper SQLite commits for the run's events (instance_sqlite.py)
+        install(instance.root_directory)
+    t0 = time.perf_counter()
+    result = run_in_location(defs, step, instance, tags)
+    dt = time.perf_counter() - t0
+    if _interrupted(result):
+        return False, INTERRUPTED, dt, None
+    return result.success, None if result.success else first_failure(result), dt, infrastructure_cause(result)
 
 
 def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parallel: int, loader: tuple,
@@ -157,7 +237,36 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
         pool.shutdown()
         pool = Workers(loader, cap, progress_args)
     workers = min(cap, pool.limit)
+
+    def record(i: int, outcome: tuple) -> None:
+        ok, why, dt, infrastructure = outcome
+        finished.add(i)
+        report.steps.append((steps[i], ok, dt))
+        guard.after_outcome(steps[i], ok, infrastructure)
+        if not ok:
+            report.first_failure = report.first_failure or why
+        echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
+             else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
+
     with StopOnSignal() as stop, pool:
+        lead = leading_steps(deps)
+        if lead:   # the first runs' workers start while the command runs the leading ones
+            pool.prefork(min(parallel, workers, len(steps) - len(lead)))
+        for i in lead:   # what every other run waits for: here, while the workers' template loads
+            if stop.signal_name or guard.stopped:
+                break
+            pending.remove(i)
+            if skip := guard.skip_reason(steps[i]):
+                echo(f"[{i + 1}/{len(steps)}] skipped {steps[i].label()}: {skip}")
+                guard.mark_failed(steps[i])
+                finished.add(i)
+                report.steps.append((steps[i], False, 0.0))
+                continue
+            echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()} (in this process)")
+            outcome = run_here(defs, steps[i], instance, {**(tags or {}), **steps[i].tags, "wse/backend": backends[i]})
+            if outcome[1] == INTERRUPTED and not stop.signal_name:
+                stop.signal_name = "an interrupt"
+            record(i, outcome)
         while pending or running:
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
@@ -184,7 +293,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     sending.add(i)
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
                     keys = [k.to_user_string() for k in steps[i].keys]
-                    running[pool.submit(len(running), _run_step, keys, steps[i].partition_key,
+                    running[pool.submit(len(running), run_step, keys, steps[i].partition_key,
                                         {**(tags or {}), **steps[i].tags, "wse/backend": b}, i)] = i
                 if pending:   # the next worker process ahead of need, one at a time (see the module doc)
                     pool.warm(len(running), workers)
@@ -194,17 +303,11 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                            return_when=FIRST_COMPLETED)
             for fut in done:
                 i = running.pop(fut)
-                finished.add(i)
                 try:
-                    ok, why, dt, infrastructure = fut.result()
+                    outcome = fut.result()
                 except Exception as err:  # the worker died (killed, out of memory)
-                    ok, why, dt, infrastructure = False, f"worker process failed: {type(err).__name__}: {err}", 0.0, None
-                report.steps.append((steps[i], ok, dt))
-                guard.after_outcome(steps[i], ok, infrastructure)
-                if not ok:
-                    report.first_failure = report.first_failure or why
-                echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
-                     else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
+                    outcome = False, f"worker process failed: {type(err).__name__}: {err}", 0.0, None
+                record(i, outcome)
             if note := guard.config_note():
                 echo(f"note: {note}")
         report.interrupted_by = stop.signal_name
@@ -220,51 +323,13 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     return report
 
 
-class Workers:
-    """The worker processes of one command (a spawn-context process pool), started one at a time ahead
-    of need: `warm` starts the next one (its initializer loads the definitions) when none is idle
-    and none is starting. `prestart` makes one before the command has planned (see `prestart`)."""
-
-    def __init__(self, loader: tuple, limit: int, progress_args: tuple | None = None):
-        import multiprocessing
-
-        self.loader, self.limit, self.progress_args = loader, max(1, limit), progress_args
-        ctx = multiprocessing.get_context("spawn")  # a clean interpreter: no threads or locks inherited
-        self.pool = ProcessPoolExecutor(max_workers=self.limit, mp_context=ctx, initializer=_init_worker,
-                                        initargs=(loader, progress_args))
-        self.spawned = 0               # processes the pool started (it starts one when a task finds none idle)
-        self.warming: Future | None = None
-
-    def _idle(self, busy: int) -> int:
-        return self.spawned - busy - (self.warming is not None and not self.warming.done())
-
-    def submit(self, busy: int, fn, *args) -> Future:
-        """`fn(*args)` in a worker; `busy` = tasks of ours under way besides `_warm`."""
-        if self._idle(busy) <= 0 and self.spawned < self.limit:
-            self.spawned += 1
-        return self.pool.submit(fn, *args)
-
-    def warm(self, busy: int, upto: int) -> None:
-        if self.spawned < min(upto, self.limit) and (self.warming is None or self.warming.done()) \
-                and self._idle(busy) <= 0:
-            self.warming = self.submit(busy, _warm)
-
-    def shutdown(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
-
-    def __enter__(self) -> "Workers":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
-
-
 _EARLY: list[Workers] = []
 
 
 def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int | None = None):
-    """At the start of `wse materialize`: the first worker process, loading the definitions while this
-    process builds its own, observes the sources and plans (instead of after). Returns the
+    """At the start of `wse materialize`: the template the worker processes are forked from (`workers`), else
+    the first worker process, loading the definitions while this process builds its own, observes the
+    sources and plans (instead of after). Returns the
     `progress.Shared` its workers publish to (for `progress.CommandProgress`), or None (no workers)."""
     from wse_platform.progress import Shared
 
@@ -277,8 +342,11 @@ def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int
         shared = Shared(parallel + spare)
     except OSError:
         return None
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)   # as `runner.get_instance` sets it, for the template
+    forked = start_template(loader)
     pool = Workers(loader, parallel + spare, shared.worker_args())
-    pool.warm(0, 1)
+    if not forked:   # (a fork waits for the template: the first one is made when the first run starts)
+        pool.warm(0, 1)
     _EARLY.append(pool)
     return shared
 
@@ -287,9 +355,8 @@ def release() -> None:
     """Stop worker processes `prestart` made that no `execute_parallel` used (nothing to do, an error)."""
     while _EARLY:
         _EARLY.pop().shutdown()
-
-
-_WORKER: dict = {}
+    from wse_platform.workers import forget_template
+    forget_template()
 
 
 def _shared_of(progress_args: tuple | None):
@@ -303,60 +370,3 @@ def _shared_of(progress_args: tuple | None):
 def _now_ms() -> int:
     from wse_platform.progress import now_ms
     return now_ms()
-
-
-def _warm() -> None:
-    """Nothing: submitted to start a worker process (its initializer loads the definitions) ahead of need."""
-
-
-def _init_worker(loader: tuple, progress_args: tuple | None = None) -> None:
-    """Once per worker process: the definitions and the Dagster instance (the instance at $DAGSTER_HOME)."""
-    import importlib
-    import os
-
-    from dagster import DagsterInstance
-
-    from wse_platform.progress import join_shared
-    join_shared(progress_args)  # this worker's request counts, summed by the command (progress.Shared)
-
-    target, args = loader
-    module, func = target.split(":")
-    _WORKER["defs"] = getattr(importlib.import_module(module), func)(*args)
-    from wse_platform.instance_sqlite import install
-    install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
-    _WORKER["instance"] = DagsterInstance.get()
-    import atexit
-    atexit.register(_exit_now)   # runs first at exit (handlers run last-registered first)
-
-
-def _exit_now() -> None:
-    """A worker's exit without the interpreter's teardown of Dagster & co. (~3 s of CPU per process on
-    2 cores, paid by the command's end): everything a run writes is committed when the run ends,
-    and the platform is built to survive a kill -9 of any process (journal, claims, run records)."""
-    import sys
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing to keep
-            pass
-    os._exit(0)
-
-
-def _run_step(keys: list[str], partition_key: str | None, tags: dict[str, str],
-              index: int | None = None) -> tuple[bool, str | None, float, str | None]:
-    """(ok, first failure, seconds, infrastructure cause) of one run (planned run `index`) in this worker."""
-    from dagster import AssetKey
-
-    from wse_platform import progress
-    from wse_platform.run_guard import first_failure, infrastructure_cause
-    from wse_platform.runner import RunPlanStep, run_in_location
-
-    t0 = time.perf_counter()
-    step = RunPlanStep([AssetKey.from_user_string(k) for k in keys], partition_key)
-    progress.running(index)   # the command tells from this slot when the run is past its requests
-    try:
-        result = run_in_location(_WORKER["defs"], step, _WORKER["instance"], tags)
-    finally:
-        progress.running(None)
-    why = None if result.success else first_failure(result)
-    return result.success, why, time.perf_counter() - t0, infrastructure_cause(result)

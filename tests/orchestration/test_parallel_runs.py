@@ -83,10 +83,33 @@ def test_dependencies_between_runs():
             assert all(steps[j].partition_key == st.partition_key for j in deps[i])
 
 
-@pytest.mark.parametrize("backend, expect_parallel", [("embedded", 1), ("litellm", 10)])
-def test_default_parallel_and_backend_of_a_cell(tmp_path, backend, expect_parallel):
+@pytest.mark.parametrize("backend, expect_parallel", [("embedded", 1), ("litellm", 4)])
+def test_default_parallel_and_backend_of_a_cell(tmp_path, backend, expect_parallel, monkeypatch):
+    from wse_platform import parallel_runs
+    monkeypatch.setattr(parallel_runs, "_plan_cells", lambda settings: [])   # nothing planned: the minimum
     s = settings_from_dict({"cache_dir": str(tmp_path / "c"), "warehouse_path": str(tmp_path / "w.duckdb"),
                             "models": {"m1": {"backend": backend, "model_id": "openai/x" if backend == "litellm"
                                               else "x.gguf"}}})
     assert default_parallel(s) == expect_parallel
     assert step_backend(s, "B1|m1") == backend and step_backend(s, None) == "none"
+
+
+@pytest.mark.parametrize("slots, expect", [(64, 4), (256, 8), (1024, 10)])
+def test_default_parallel_fills_the_endpoints_slots(tmp_path, monkeypatch, slots, expect):
+    """Enough cells at once that their conversations (requests ÷ longest chain: 105 each here, as a WSE
+    cell at horizon 3) fill the endpoint's slots 3 times: 64 slots -> 2 cells, raised to the minimum 4;
+    256 -> 8 (768 / 105); never more than the run queue's limit (sum of `concurrency`, 10). Two models
+    on one server count its slots once (else 256 slots would ask for 15 cells)."""
+    from wse_platform import parallel_runs
+    from wse_platform.plan import CellPlan, Load
+
+    model = {"backend": "litellm", "model_id": "hosted_vllm/x", "api_base": "http://h:1/v1",
+             "endpoint_concurrency": slots}
+    s = settings_from_dict({"cache_dir": str(tmp_path / "c"), "warehouse_path": str(tmp_path / "w.duckdb"),
+                            "models": {"gen": model, "judge": model}})
+    cells = [CellPlan("wse", f"B{i}|gen", [Load("wse.story_agent", "gen", 600, 1, 1),
+                                           Load("wse.consistency_judge", "judge", 450, 1, 1)], chain=10)
+             for i in range(24)]
+    monkeypatch.setattr(parallel_runs, "_plan_cells", lambda settings: cells)
+    assert parallel_runs.fill_parallel(s) == min(24, -(-3 * slots // 105))
+    assert default_parallel(s) == expect

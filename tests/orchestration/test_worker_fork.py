@@ -1,0 +1,80 @@
+"""Worker processes of `wse materialize --parallel` are forks of a template that built the definitions
+once (wse_platform/workers.py, worker_template.py): starting one costs no imports and no definitions.
+
+Run in a fresh interpreter (the fork server is one per process: a test process may have started it
+already for another command). The toy definitions note each build with the building process's pid.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from dagster import Definitions, asset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@asset
+def toy():
+    return 1
+
+
+def noting_definitions(folder: str) -> Definitions:
+    (Path(folder) / f"built-{os.getpid()}").write_text("")
+    return Definitions(assets=[toy])
+
+
+SCRIPT = """
+import json, os, sys
+from wse_platform import workers
+loader = ("tests.orchestration.test_worker_fork:noting_definitions", (sys.argv[1],))
+from dagster import DagsterInstance
+DagsterInstance.get()   # the instance exists before its workers (as `wse materialize` makes it first)
+started = workers.start_template(loader)
+pool = workers.Workers(loader, 3)
+with pool:
+    futs = [pool.submit(i, workers.worker_info) for i in range(3)]
+    infos = [f.result(timeout=120) for f in futs]
+workers.forget_template()             # the command ended; a second one in this process ...
+again = workers.start_template(loader)    # ... cannot preload anew (one fork server per process)
+print(json.dumps({"started": started, "forked": pool.forked, "infos": infos, "me": os.getpid(),
+                  "again": again, "then_forked": workers.Workers(loader, 1).forked}))
+"""
+
+
+def test_workers_are_forked_from_one_template_that_built_the_definitions(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "DAGSTER_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    built = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("built-*"))
+    assert got["started"] and got["forked"]
+    assert not got["again"] and not got["then_forked"]   # its workers are spawned, with their own definitions
+    assert len(built) == 1, "the definitions were built more than once"   # once, in the template
+    template = built[0]
+    assert template != got["me"]
+    assert all(info == [info[0], template] and info[0] not in (template, got["me"]) for info in got["infos"])
+
+
+def test_the_template_refuses_what_a_fork_must_not_carry(tmp_path):
+    import threading
+
+    from wse_platform.worker_template import check_fork_safe
+
+    assert "x.duckdb" not in (check_fork_safe() or "")
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="held-thread")
+    t.start()
+    try:
+        with open(tmp_path / "x.duckdb", "w"):
+            problem = check_fork_safe() or ""
+    finally:
+        stop.set()
+        t.join()
+    assert "held-thread" in problem and "x.duckdb" in problem

@@ -1,0 +1,92 @@
+"""The template the worker processes of `wse materialize --parallel` are forked from.
+
+`workers.start_template` starts multiprocessing's fork server with this module preloaded and the
+command's definitions loader in `$WSE_WORKER_TEMPLATE` (JSON: token, "module:function", args). On
+import in the fork server this module imports Dagster, builds those definitions and warms what a run
+imports later (the LLM path, DuckDB, matplotlib's Agg backend), once; every worker process is then a
+fork of it: it costs no imports and no definitions build (`workers.init_worker` takes `DEFS`).
+
+Fork safety: nothing here opens a file of the instance or the warehouse, or starts a thread (the
+instance is made in each worker after the fork); `check_fork_safe` says so or names what is open.
+Any failure leaves `DEFS` empty (a worker then builds its own definitions, as a spawned one does)
+and is kept in `ERROR` -- the fork server must not die of it.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+ENV = "WSE_WORKER_TEMPLATE"
+DEFS: dict = {}          # (token, target, args as JSON) -> Definitions
+ERROR: list[str] = []
+BUILT_BY: list[int] = []  # the pid of the process that built DEFS (tests: not the worker's)
+
+# modules a cell run or a table run imports after the definitions (each worker would import them again)
+WARM = ("dagster._core.execution.api", "wse_platform.runner", "wse_platform.run_guard", "wse_platform.llm.client",
+        "wse_platform.warehouse", "duckdb", "aiohttp", "matplotlib.pyplot")
+
+
+def key(token: str, target: str, args) -> tuple:
+    return token, target, json.dumps(list(args), default=str)
+
+
+def build(spec: str) -> None:
+    """Build the definitions `spec` names (JSON: token, target, args) and warm the run's imports."""
+    import importlib
+    token, target, args = json.loads(spec)
+    module, func = target.split(":")
+    defs = getattr(importlib.import_module(module), func)(*args)
+    import matplotlib
+    matplotlib.use("Agg")
+    for name in WARM:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - warming only: the run imports what it needs
+            pass
+    _draw()
+    problem = check_fork_safe()
+    if problem:
+        raise RuntimeError(problem)
+    DEFS[key(token, target, args)] = defs
+    BUILT_BY.append(os.getpid())
+
+
+def _draw() -> None:
+    """One small figure with text to PNG: the font list, the default font and the Agg renderer are loaded
+    once here instead of in the first plot of every table run (~0.4 s of CPU each)."""
+    import io
+
+    from wse_platform.plotting import new_figure
+    fig = new_figure(figsize=(2, 1))
+    ax = fig.subplots()
+    ax.imshow([[0.0, 1.0]], cmap="viridis")
+    ax.set_title("warm-up")
+    fig.colorbar(ax.images[0], ax=ax)
+    fig.savefig(io.BytesIO(), format="png", dpi=50, bbox_inches="tight")
+
+
+def check_fork_safe() -> str | None:
+    """None, or what a fork of this process would carry that it must not: a thread, an open database file, an
+    endpoint slot file (`llm/limiter.py`: a forked descriptor would share the parent's flock)."""
+    import threading
+    problems = []
+    threads = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if threads:
+        problems.append(f"threads running in the template: {threads}")
+    open_files = []
+    for fd in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith((".db", ".duckdb", ".db-wal", ".sqlite", ".lock")) or "wse-platform-slots" in target:
+            open_files.append(target)
+    if open_files:
+        problems.append(f"database files open in the template: {open_files}")
+    return "; ".join(problems) or None
+
+if os.environ.get(ENV):
+    try:
+        build(os.environ[ENV])
+    except Exception as err:  # noqa: BLE001 - never kill the fork server: workers then build their own
+        ERROR.append(f"{type(err).__name__}: {err}")
