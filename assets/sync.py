@@ -283,5 +283,7 @@ def reported_note(events: Sequence[AssetCheckEvaluation]) -> str:
 def build(objs: list) -> tuple[list, list, list]:
     """(`objs` with each asset's own `in_sync` hook, the `in_sync` check op, [the `sync_status`
     sensor]) for the assets in `objs`."""
+    from assets import sync_rebuilding  # the verdict kept visible while a run rebuilds (imports this module)
     graph = LazyGraph(objs)
-    return with_own_check(objs, graph), build_checks(objs, graph), [build_sensor(graph)]
+    return with_own_check(objs, graph), build_checks(objs, graph), [build_sensor(graph),
+                                                                     sync_rebuilding.build_sensor(graph)]

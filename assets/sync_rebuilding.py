@@ -1,0 +1,114 @@
+"""`in_sync` while a run rebuilds: the verdict stays visible from the moment the run is created.
+
+When a run is created, Dagster stores a *planned* evaluation of every check the run will execute
+(`AssetCheckEvaluationPlanned`, one row per check, newer than any evaluation before it). The UI and
+its GraphQL (`executionForLatestMaterialization`: the check's latest row, by id) show that row as
+"Running" with no text until the run evaluates the check, hiding the verdict said before — e.g. the
+`sync_status` sensor's "stale … (wse-gen › horizon: 2 → 3)" on an asset the run is about to rebuild.
+
+`say_rebuilding` says that verdict again, right after the planned rows exist, as a runless evaluation
+of the asset's newest materialization (so the newest row, and one the UI counts as describing the
+newest materialization): "rebuilding in run <id>; until then: <verdict>". Said by
+- whatever creates the run where it is ours: `wse materialize` (`saying_rebuilding` wraps the
+  instance's run creation in `runner.run_in_location`);
+- the `sync_rebuilding` run-status sensor (every 5 s, on runs entering the queue: the automation's,
+  backfills', the UI's "Materialize"), for the runs Dagster's daemon creates from a sensor's request.
+The step that builds the asset then reports its own verdict on what it wrote (`assets/sync.py`
+`with_own_check`), which supersedes this one.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetKey, DagsterRun, DagsterRunStatus,
+                     DefaultSensorStatus, RunStatusSensorContext, run_status_sensor)
+
+from assets.sync import IN_SYNC, _evaluation, status_by_asset, verdict
+from wse_platform.dagster_private import AssetGraph, latest_check_executions
+
+SENSOR = "sync_rebuilding"
+RUN_ID_SHOWN = 8  # the UI shows a run's id by its first 8 characters
+log = logging.getLogger(__name__)
+
+
+def rebuilding_text(run_id: str, description: str) -> str:
+    return f"rebuilding in run {run_id[:RUN_ID_SHOWN]}; until then: {description}"
+
+
+def _run_check_keys(run: DagsterRun) -> list[AssetCheckKey]:
+    """The run's `in_sync` checks: its check selection, else those of its selected assets."""
+    if run.asset_check_selection is not None:
+        keys = [k for k in run.asset_check_selection if k.name == IN_SYNC]
+    else:
+        keys = [AssetCheckKey(k, IN_SYNC) for k in (run.asset_selection or ())]
+    return sorted(keys, key=lambda k: k.asset_key.to_user_string())
+
+
+def planned_by(instance, run: DagsterRun) -> list[AssetKey]:
+    """The assets whose latest `in_sync` row is this run's planned evaluation (one query)."""
+    keys = _run_check_keys(run)
+    latest = latest_check_executions(instance, keys) if keys else {}
+    return [k.asset_key for k, rec in latest.items()
+            if rec.run_id == run.run_id and not isinstance(rec.evaluation, AssetCheckEvaluation)]
+
+
+def _newest(instance, keys: Sequence[AssetKey]) -> dict[AssetKey, object]:
+    return {r.asset_entry.asset_key: r.asset_entry.last_materialization_record
+            for r in instance.get_asset_records(list(keys)) if r.asset_entry.last_materialization_record is not None}
+
+
+def say_rebuilding(graph: AssetGraph, instance, run: DagsterRun) -> list[AssetCheckEvaluation]:
+    """Report, for each asset whose `in_sync` the run's plan has hidden behind a planned row, the
+    verdict on its newest materialization (computed now: the run exists because something changed),
+    marked as being rebuilt by the run. An asset never built has no verdict to hide (none said).
+    Returns the evaluations reported."""
+    hidden = planned_by(instance, run)
+    built = _newest(instance, hidden) if hidden else {}
+    if not built:
+        return []
+    order = sorted(built, key=lambda k: k.to_user_string())
+    rows = status_by_asset(graph, instance, assets=order)
+    events = []
+    for key in order:
+        passed, description, meta = verdict(rows.get(key.to_user_string(), []))
+        events.append(_evaluation(key, built[key], (passed, rebuilding_text(run.run_id, description),
+                                                    {**meta, "rebuilding_in_run": run.run_id})))
+    # a step of the run may have written one of them meanwhile (its hook said the verdict on that):
+    # the evaluation of an older materialization would hide it
+    now = _newest(instance, order)
+    events = [ev for ev in events if getattr(now.get(ev.asset_key), "storage_id", None)
+              == ev.target_materialization_data.storage_id]
+    for ev in events:
+        instance.report_runless_asset_event(ev)
+    return events
+
+
+def saying_rebuilding(create: Callable, graph: Callable[[], AssetGraph], instance) -> Callable:
+    """`create` (an instance's `create_run_for_job`) followed by `say_rebuilding` of the run it
+    created. A failure to say it is logged, never fails the run."""
+    def create_run_for_job(*args, **kwargs):
+        run = create(*args, **kwargs)
+        try:
+            say_rebuilding(graph(), instance, run)
+        except Exception as exc:  # noqa: BLE001 - the UI's note must not stop the build
+            log.warning("could not report `in_sync` of the assets run %s rebuilds: %s: %s",
+                        run.run_id, type(exc).__name__, exc)
+        return run
+    return create_run_for_job
+
+
+def build_sensor(graph) -> object:
+    """`sync_rebuilding`: for each run entering the queue (created by Dagster's daemon: the
+    automation's requests, backfills, the UI), `say_rebuilding` — within seconds of the creation,
+    not at the `sync_status` sensor's next tick (30 s) or the run's first step."""
+    @run_status_sensor(run_status=DagsterRunStatus.QUEUED, name=SENSOR, minimum_interval_seconds=5,
+                       default_status=DefaultSensorStatus.RUNNING,
+                       description="Keeps the `in_sync` verdict visible on the assets a queued run will rebuild "
+                                   "(Dagster shows the run's planned check as \"Running\" with no text).")
+    def sync_rebuilding(context: RunStatusSensorContext):
+        # nothing returned: a tick may see several runs, and one tick takes one skip reason at most
+        events = say_rebuilding(graph.resolved(), context.instance, context.dagster_run)
+        context.log.info(f"run {context.dagster_run.run_id[:RUN_ID_SHOWN]}: reported `{IN_SYNC}` of "
+                         f"{len(events)} assets it rebuilds")
+    return sync_rebuilding

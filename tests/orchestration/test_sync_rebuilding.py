@@ -1,0 +1,84 @@
+"""Issue 21, "true while it rebuilds": from the moment a run is created, an asset it rebuilds shows
+its `in_sync` verdict (e.g. stale, naming why) marked as being rebuilt by the run, not the run's
+planned evaluation ("Running", no text). Read as the UI's GraphQL does
+(`executionForLatestMaterialization`): the check's latest execution row, shown only when it describes
+the newest materialization. A synthetic graph (no LLM) on an in-memory instance."""
+from __future__ import annotations
+
+from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetKey, DagsterEvent, DagsterEventType, DagsterInstance,
+                     build_run_status_sensor_context)
+
+from assets.sync import IN_SYNC, sync_events
+from assets.sync_rebuilding import SENSOR
+from tests.orchestration.test_sync_own_step import NAMES, _describes_newest, _latest, _run, _setup
+from wse_platform.runner import RunPlanStep, run_in_location
+
+
+def _shown(instance, name: str) -> tuple[str, str] | None:
+    """(status, text) the UI shows for `name`'s `in_sync`: the latest row if it is an evaluation of
+    the newest materialization; ("RUNNING", "") for a run's planned row (no text)."""
+    rec = _latest(instance, name)
+    if rec is None:
+        return None
+    if not isinstance(rec.evaluation, AssetCheckEvaluation):
+        return ("RUNNING", "")
+    if not _describes_newest(instance, name):
+        return None
+    return ("PASSED" if rec.evaluation.passed else "FAILED", rec.evaluation.description or "")
+
+
+def _stale_verdicts(during):
+    """cell → verdicts → table built, then the cell rebuilt with a new output and the sensor's tick
+    said so: verdicts and table show "stale"."""
+    defs, version = _setup(during)
+    instance = DagsterInstance.ephemeral()
+    _run(defs, instance, *NAMES)
+    version["cell"] = "b"
+    _run(defs, instance, "cell")
+    for ev in sync_events(defs.resolve_asset_graph(), instance, {})[0]:
+        instance.report_runless_asset_event(ev)
+    status, text = _shown(instance, "verdicts")
+    assert status == "FAILED" and "stale" in text
+    return defs, instance
+
+
+def test_a_cli_run_shows_the_stale_verdict_of_what_it_rebuilds_from_its_creation():
+    seen = {}
+
+    def during(context, graph):  # the run's first step, before it writes anything
+        if "on" in seen:
+            seen["verdicts"] = _shown(context.instance, "verdicts")
+            seen["table"] = _shown(context.instance, "table")
+            seen["run"] = context.run.run_id
+
+    defs, instance = _stale_verdicts(during)
+    seen["on"] = True
+    result = run_in_location(defs, RunPlanStep([AssetKey("verdicts"), AssetKey("table")], None), instance, {})
+    assert result.success
+    for name in ("verdicts", "table"):  # main: ("RUNNING", "") until each step's hook
+        status, text = seen[name]
+        assert status == "FAILED", (name, seen[name])
+        assert text.startswith(f"rebuilding in run {seen['run'][:8]}; until then: ") and "stale" in text, text
+    for name in ("verdicts", "table"):  # then the rebuild's own verdict supersedes it
+        assert _shown(instance, name)[0] == "PASSED", name
+
+
+def test_the_queued_run_sensor_says_the_verdict_of_a_run_created_elsewhere():
+    defs, instance = _stale_verdicts(lambda context, graph: None)
+    job = defs.resolve_implicit_global_asset_job_def()
+    keys = {AssetKey("verdicts"), AssetKey("table")}
+    # as Dagster's daemon creates a run from a sensor's request: its planned checks, nothing executed
+    run = instance.create_run_for_job(job.get_subset(asset_selection=keys), asset_selection=frozenset(keys))
+    assert _shown(instance, "verdicts") == ("RUNNING", "")  # what the UI shows on main until the first step
+    [sensor] = [s for s in defs.sensors if s.name == SENSOR]
+    event = DagsterEvent(DagsterEventType.RUN_ENQUEUED.value, job_name=run.job_name)
+    sensor(build_run_status_sensor_context(SENSOR, event, instance, run))
+    for name in ("verdicts", "table"):
+        status, text = _shown(instance, name)
+        assert status == "FAILED" and text.startswith(f"rebuilding in run {run.run_id[:8]}; until then: "), text
+        assert "stale" in text
+    n = len(instance.event_log_storage.get_asset_check_execution_history(AssetCheckKey(AssetKey("table"), IN_SYNC),
+                                                                          limit=50))
+    sensor(build_run_status_sensor_context(SENSOR, event, instance, run))  # said once per run
+    assert len(instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey("table"), IN_SYNC), limit=50)) == n
