@@ -11,6 +11,8 @@ of the asset's newest materialization (so the newest row, and one the UI counts 
 newest materialization): "rebuilding in run <id>; until then: <verdict>". Said by
 - whatever creates the run where it is ours: `wse materialize` (`saying_rebuilding` wraps the
   instance's run creation in `runner.run_in_location`);
+- the run itself, before its first step (`in_process_saying`: the project's executor, Dagster's
+  in-process one preceded by `say_rebuilding`), for a run no one said it for yet;
 - the `sync_rebuilding` run-status sensor (every 5 s, on runs entering the queue: the automation's,
   backfills', the UI's "Materialize"), for the runs Dagster's daemon creates from a sensor's request.
 The step that builds the asset then reports its own verdict on what it wrote (`assets/sync.py`
@@ -22,8 +24,10 @@ import logging
 from collections.abc import Callable, Sequence
 
 from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetKey, DagsterRun, DagsterRunStatus,
-                     DefaultSensorStatus, RunStatusSensorContext, run_status_sensor)
+                     DefaultSensorStatus, Executor, ExecutorDefinition, RunStatusSensorContext, executor,
+                     in_process_executor, run_status_sensor)
 
+from assets.automation import LazyGraph
 from assets.sync import IN_SYNC, _evaluation, status_by_asset, verdict
 from wse_platform.dagster_private import AssetGraph, latest_check_executions
 
@@ -84,18 +88,54 @@ def say_rebuilding(graph: AssetGraph, instance, run: DagsterRun) -> list[AssetCh
     return events
 
 
+def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> list:
+    try:
+        return say_rebuilding(graph(), instance, run)
+    except Exception as exc:  # noqa: BLE001 - the UI's note must not stop the build
+        log.warning("could not report `in_sync` of the assets run %s rebuilds: %s: %s",
+                    run.run_id, type(exc).__name__, exc)
+        return []
+
+
 def saying_rebuilding(create: Callable, graph: Callable[[], AssetGraph], instance) -> Callable:
     """`create` (an instance's `create_run_for_job`) followed by `say_rebuilding` of the run it
     created. A failure to say it is logged, never fails the run."""
     def create_run_for_job(*args, **kwargs):
         run = create(*args, **kwargs)
-        try:
-            say_rebuilding(graph(), instance, run)
-        except Exception as exc:  # noqa: BLE001 - the UI's note must not stop the build
-            log.warning("could not report `in_sync` of the assets run %s rebuilds: %s: %s",
-                        run.run_id, type(exc).__name__, exc)
+        _say_safely(graph, instance, run)
         return run
     return create_run_for_job
+
+
+class _SayingFirst(Executor):
+    """An executor that says `say_rebuilding` before the steps `inner` executes."""
+
+    def __init__(self, inner: Executor, graph: LazyGraph):
+        self._inner, self._graph = inner, graph
+
+    def execute(self, plan_context, execution_plan):
+        _say_safely(self._graph.resolved, plan_context.instance, plan_context.dagster_run)
+        yield from self._inner.execute(plan_context, execution_plan)
+
+    @property
+    def retries(self):
+        return self._inner.retries
+
+    @property
+    def step_dependency_config(self):
+        return self._inner.step_dependency_config
+
+
+def in_process_saying(objs: list) -> ExecutorDefinition:
+    """Dagster's in-process executor (same name and config), which first says `in_sync` of the assets
+    the run rebuilds where its planned checks hide it: in the run's process, before resources and
+    steps (the daemon's runs are queued, then a process loads the code: seconds to tens of seconds)."""
+    graph = LazyGraph(objs)
+
+    @executor(name=in_process_executor.name, config_schema=in_process_executor.config_schema)
+    def in_process(init_context):
+        return _SayingFirst(in_process_executor.executor_creation_fn(init_context), graph)
+    return in_process
 
 
 def build_sensor(graph) -> object:

@@ -82,3 +82,43 @@ def test_the_queued_run_sensor_says_the_verdict_of_a_run_created_elsewhere():
     sensor(build_run_status_sensor_context(SENSOR, event, instance, run))  # said once per run
     assert len(instance.event_log_storage.get_asset_check_execution_history(
         AssetCheckKey(AssetKey("table"), IN_SYNC), limit=50)) == n
+
+
+_SEEN: dict = {}
+
+
+def _record(context, graph):
+    if "on" in _SEEN:
+        _SEEN["verdicts"] = _shown(context.instance, "verdicts")
+        _SEEN["run"] = context.run.run_id
+
+
+def _defs_with_executor():
+    """The synthetic graph with the project's executor (`in_process_saying`), rebuilt identically in
+    the run's process (a reconstructable job)."""
+    from dagster import Definitions, define_asset_job
+
+    from assets.sync_rebuilding import in_process_saying
+    defs, version = _setup(_record)
+    objs = [*defs.assets, *defs.asset_checks]
+    return Definitions(assets=defs.assets, asset_checks=defs.asset_checks, sensors=defs.sensors,
+                       jobs=[define_asset_job("everything")], executor=in_process_saying(objs)), version
+
+
+def _asset_job():
+    return _defs_with_executor()[0].resolve_job_def("everything")
+
+
+def test_a_run_nobody_said_it_for_says_the_verdict_before_its_first_step():
+    """A run created by a daemon and started before the sensor's tick: the project's executor says it."""
+    from dagster import execute_job, reconstructable
+
+    defs, instance = _stale_verdicts(_record)
+    _SEEN.clear()
+    _SEEN["on"] = True
+    with execute_job(reconstructable(_asset_job), instance, asset_selection=[AssetKey("verdicts"), AssetKey("table")],
+                     run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}}) as result:
+        assert result.success
+    status, text = _SEEN["verdicts"]  # main: ("RUNNING", "")
+    assert status == "FAILED" and text.startswith(f"rebuilding in run {_SEEN['run'][:8]}; until then: "), text
+    assert _shown(instance, "verdicts")[0] == "PASSED"
