@@ -33,11 +33,12 @@ from wse_platform.dagster_private import AssetGraph, latest_check_executions
 
 SENSOR = "sync_rebuilding"
 RUN_ID_SHOWN = 8  # the UI shows a run's id by its first 8 characters
+MARK, UNTIL = "rebuilding in run ", "; until then: "
 log = logging.getLogger(__name__)
 
 
 def rebuilding_text(run_id: str, description: str) -> str:
-    return f"rebuilding in run {run_id[:RUN_ID_SHOWN]}; until then: {description}"
+    return f"{MARK}{run_id[:RUN_ID_SHOWN]}{UNTIL}{description}"
 
 
 def _run_check_keys(run: DagsterRun) -> list[AssetCheckKey]:
@@ -62,20 +63,46 @@ def _newest(instance, keys: Sequence[AssetKey]) -> dict[AssetKey, object]:
             for r in instance.get_asset_records(list(keys)) if r.asset_entry.last_materialization_record is not None}
 
 
-def say_rebuilding(graph: AssetGraph, instance, run: DagsterRun) -> list[AssetCheckEvaluation]:
+def _unmarked(description: str) -> str:
+    """A verdict's text without an earlier run's "rebuilding in run …; until then: " mark."""
+    if description.startswith(MARK) and UNTIL in description:
+        return description.split(UNTIL, 1)[1]
+    return description
+
+
+def _said_before(instance, key: AssetKey, storage_id: int) -> tuple | None:
+    """(passed, description, metadata) of the latest `in_sync` evaluation behind the planned rows, if
+    it describes materialization `storage_id` (the newest)."""
+    for rec in instance.event_log_storage.get_asset_check_execution_history(AssetCheckKey(key, IN_SYNC), limit=5):
+        ev = rec.evaluation
+        if isinstance(ev, AssetCheckEvaluation):
+            target = ev.target_materialization_data
+            if target is None or target.storage_id != storage_id:
+                return None
+            meta = {k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"}
+            return ev.passed, _unmarked(ev.description or ""), meta
+    return None
+
+
+def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
+                   compute: bool = True) -> list[AssetCheckEvaluation]:
     """Report, for each asset whose `in_sync` the run's plan has hidden behind a planned row, the
-    verdict on its newest materialization (computed now: the run exists because something changed),
-    marked as being rebuilt by the run. An asset never built has no verdict to hide (none said).
+    verdict on its newest materialization, marked as being rebuilt by the run: computed now
+    (`compute`: the run may exist because something changed since the verdict was said), else the
+    verdict said before on that materialization (copied: two queries and one per asset), computed
+    only where none was. An asset never built has no verdict to hide (none said).
     Returns the evaluations reported."""
     hidden = planned_by(instance, run)
     built = _newest(instance, hidden) if hidden else {}
     if not built:
         return []
     order = sorted(built, key=lambda k: k.to_user_string())
-    rows = status_by_asset(graph, instance, assets=order)
+    judged = {} if compute else {k: j for k in order if (j := _said_before(instance, k, built[k].storage_id))}
+    todo = [k for k in order if k not in judged]
+    rows = status_by_asset(graph(), instance, assets=todo) if todo else {}
     events = []
     for key in order:
-        passed, description, meta = verdict(rows.get(key.to_user_string(), []))
+        passed, description, meta = judged.get(key) or verdict(rows.get(key.to_user_string(), []))
         events.append(_evaluation(key, built[key], (passed, rebuilding_text(run.run_id, description),
                                                     {**meta, "rebuilding_in_run": run.run_id})))
     # a step of the run may have written one of them meanwhile (its hook said the verdict on that):
@@ -88,9 +115,9 @@ def say_rebuilding(graph: AssetGraph, instance, run: DagsterRun) -> list[AssetCh
     return events
 
 
-def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> list:
+def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun, compute: bool = True) -> list:
     try:
-        return say_rebuilding(graph(), instance, run)
+        return say_rebuilding(graph, instance, run, compute)
     except Exception as exc:  # noqa: BLE001 - the UI's note must not stop the build
         log.warning("could not report `in_sync` of the assets run %s rebuilds: %s: %s",
                     run.run_id, type(exc).__name__, exc)
@@ -99,10 +126,12 @@ def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> l
 
 def saying_rebuilding(create: Callable, graph: Callable[[], AssetGraph], instance) -> Callable:
     """`create` (an instance's `create_run_for_job`) followed by `say_rebuilding` of the run it
-    created. A failure to say it is logged, never fails the run."""
+    created, copying the verdicts said on the newest materializations (`wse materialize` runs one run
+    after another, each run's `sync_checks` saying what changed elsewhere; cheap per cell run). A
+    failure to say it is logged, never fails the run."""
     def create_run_for_job(*args, **kwargs):
         run = create(*args, **kwargs)
-        _say_safely(graph, instance, run)
+        _say_safely(graph, instance, run, compute=False)
         return run
     return create_run_for_job
 
@@ -148,7 +177,7 @@ def build_sensor(graph) -> object:
                                    "(Dagster shows the run's planned check as \"Running\" with no text).")
     def sync_rebuilding(context: RunStatusSensorContext):
         # nothing returned: a tick may see several runs, and one tick takes one skip reason at most
-        events = say_rebuilding(graph.resolved(), context.instance, context.dagster_run)
+        events = say_rebuilding(graph.resolved, context.instance, context.dagster_run)
         context.log.info(f"run {context.dagster_run.run_id[:RUN_ID_SHOWN]}: reported `{IN_SYNC}` of "
                          f"{len(events)} assets it rebuilds")
     return sync_rebuilding
