@@ -286,4 +286,4 @@ def build(objs: list) -> tuple[list, list, list]:
     from assets import sync_rebuilding  # the verdict kept visible while a run rebuilds (imports this module)
     graph = LazyGraph(objs)
     return with_own_check(objs, graph), build_checks(objs, graph), [build_sensor(graph),
-                                                                     sync_rebuilding.build_sensor(graph)]
+                                                                     *sync_rebuilding.build_sensors(graph)]

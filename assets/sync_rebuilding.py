@@ -167,6 +167,47 @@ def in_process_saying(objs: list) -> ExecutorDefinition:
     return in_process
 
 
+def unmark_ended(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> list[AssetCheckEvaluation]:
+    """After run `run` failed or was canceled: the assets still showing its "rebuilding in run" mark
+    (their steps never ran, or failed) get the verdict on their newest materialization, computed now,
+    unmarked. Returns the evaluations reported."""
+    keys = _run_check_keys(run)
+    mark = rebuilding_text(run.run_id, "")
+    latest = latest_check_executions(instance, keys) if keys else {}
+    marked = [k.asset_key for k, rec in latest.items()
+              if isinstance(rec.evaluation, AssetCheckEvaluation) and (rec.evaluation.description or "").startswith(mark)]
+    built = _newest(instance, marked) if marked else {}
+    if not built:
+        return []
+    order = sorted(built, key=lambda k: k.to_user_string())
+    rows = status_by_asset(graph(), instance, assets=order)
+    events = [_evaluation(k, built[k], verdict(rows.get(k.to_user_string(), []))) for k in order]
+    for ev in events:
+        instance.report_runless_asset_event(ev)
+    return events
+
+
+def build_sensors(graph) -> list:
+    """`sync_rebuilding` (runs entering the queue: `say_rebuilding`) and `sync_rebuild_failed` /
+    `sync_rebuild_canceled` (`unmark_ended`)."""
+    ended = [_ended_sensor(graph, status) for status in (DagsterRunStatus.FAILURE, DagsterRunStatus.CANCELED)]
+    return [build_sensor(graph), *ended]
+
+
+def _ended_sensor(graph, status: DagsterRunStatus):
+    word = {DagsterRunStatus.FAILURE: "failed", DagsterRunStatus.CANCELED: "canceled"}[status]
+
+    @run_status_sensor(run_status=status, name=f"sync_rebuild_{word}", minimum_interval_seconds=15,
+                       default_status=DefaultSensorStatus.RUNNING,
+                       description=f"After a run {word}: the assets it did not rebuild no longer say \"rebuilding in "
+                                   "run …\" in their `in_sync` check (the verdict is said again, computed then).")
+    def ended(context: RunStatusSensorContext):
+        events = unmark_ended(graph.resolved, context.instance, context.dagster_run)
+        context.log.info(f"run {context.dagster_run.run_id[:RUN_ID_SHOWN]} {word}: `{IN_SYNC}` said again on "
+                         f"{len(events)} assets it did not rebuild")
+    return ended
+
+
 def build_sensor(graph) -> object:
     """`sync_rebuilding`: for each run entering the queue (created by Dagster's daemon: the
     automation's requests, backfills, the UI), `say_rebuilding` — within seconds of the creation,

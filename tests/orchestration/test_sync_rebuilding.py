@@ -140,3 +140,25 @@ def test_a_second_run_copies_the_verdict_once_marked():
         [ev] = say_rebuilding(no_graph, instance, run, compute=False)
         assert ev.description.count("rebuilding in run") == 1 and run.run_id[:8] in ev.description
         assert not ev.passed and "stale" in ev.description
+
+
+def test_after_a_failed_run_the_assets_it_did_not_rebuild_lose_the_mark():
+    state = {}
+
+    def during(context, graph):
+        if state.get("fail"):
+            raise RuntimeError("the re-judge failed")
+
+    defs, instance = _stale_verdicts(during)
+    state["fail"] = True
+    result = run_in_location(defs, RunPlanStep([AssetKey("verdicts"), AssetKey("table")], None), instance, {})
+    assert not result.success
+    assert _shown(instance, "table")[1].startswith("rebuilding in run ")  # until the sensor's tick
+    [sensor] = [s for s in defs.sensors if s.name == "sync_rebuild_failed"]
+    run = instance.get_run_by_id(result.run_id)
+    sensor(build_run_status_sensor_context("sync_rebuild_failed",
+                                           DagsterEvent(DagsterEventType.RUN_FAILURE.value, job_name=run.job_name),
+                                           instance, run))
+    for name in ("verdicts", "table"):
+        status, text = _shown(instance, name)
+        assert status == "FAILED" and "stale" in text and "rebuilding" not in text, (name, text)
