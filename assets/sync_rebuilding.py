@@ -85,12 +85,13 @@ def _said_before(instance, key: AssetKey, storage_id: int) -> tuple | None:
 
 
 def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
-                   compute: bool = True) -> list[AssetCheckEvaluation]:
+                   compute: bool = True, racing: bool = True) -> list[AssetCheckEvaluation]:
     """Report, for each asset whose `in_sync` the run's plan has hidden behind a planned row, the
     verdict on its newest materialization, marked as being rebuilt by the run: computed now
     (`compute`: the run may exist because something changed since the verdict was said), else the
     verdict said before on that materialization (copied: two queries and one per asset), computed
-    only where none was. An asset never built has no verdict to hide (none said).
+    only where none was. An asset never built has no verdict to hide (none said). `racing`: the run
+    may be executing meanwhile (said from another process).
     Returns the evaluations reported."""
     hidden = planned_by(instance, run)
     built = _newest(instance, hidden) if hidden else {}
@@ -107,17 +108,19 @@ def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
                                                     {**meta, "rebuilding_in_run": run.run_id})))
     # a step of the run may have written one of them meanwhile (its hook said the verdict on that):
     # the evaluation of an older materialization would hide it
-    now = _newest(instance, order)
-    events = [ev for ev in events if getattr(now.get(ev.asset_key), "storage_id", None)
-              == ev.target_materialization_data.storage_id]
+    if racing:
+        now = _newest(instance, order)
+        events = [ev for ev in events if getattr(now.get(ev.asset_key), "storage_id", None)
+                  == ev.target_materialization_data.storage_id]
     for ev in events:
         instance.report_runless_asset_event(ev)
     return events
 
 
-def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun, compute: bool = True) -> list:
+def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun, compute: bool) -> list:
+    """`say_rebuilding` before the run executes (its creator, its executor)."""
     try:
-        return say_rebuilding(graph, instance, run, compute)
+        return say_rebuilding(graph, instance, run, compute, racing=False)
     except Exception as exc:  # noqa: BLE001 - the UI's note must not stop the build
         log.warning("could not report `in_sync` of the assets run %s rebuilds: %s: %s",
                     run.run_id, type(exc).__name__, exc)
@@ -143,7 +146,7 @@ class _SayingFirst(Executor):
         self._inner, self._graph = inner, graph
 
     def execute(self, plan_context, execution_plan):
-        _say_safely(self._graph.resolved, plan_context.instance, plan_context.dagster_run)
+        _say_safely(self._graph.resolved, plan_context.instance, plan_context.dagster_run, compute=True)
         yield from self._inner.execute(plan_context, execution_plan)
 
     @property
