@@ -210,8 +210,10 @@ def _already_said(record, newest: int, passed: bool, description: str) -> bool:
     ev = record.evaluation if record is not None else None
     if not isinstance(ev, AssetCheckEvaluation):  # None, or AssetCheckEvaluationPlanned (run in flight)
         return False
+    from assets.sync_rebuilding import unmarked  # said again marked "rebuilding in run …" by a run: the same verdict
     target = ev.target_materialization_data
-    return target is not None and target.storage_id == newest and ev.passed == passed and ev.description == description
+    return (target is not None and target.storage_id == newest and ev.passed == passed
+            and unmarked(ev.description or "") == description)
 
 
 def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],

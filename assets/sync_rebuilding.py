@@ -63,7 +63,7 @@ def _newest(instance, keys: Sequence[AssetKey]) -> dict[AssetKey, object]:
             for r in instance.get_asset_records(list(keys)) if r.asset_entry.last_materialization_record is not None}
 
 
-def _unmarked(description: str) -> str:
+def unmarked(description: str) -> str:
     """A verdict's text without an earlier run's "rebuilding in run …; until then: " mark."""
     if description.startswith(MARK) and UNTIL in description:
         return description.split(UNTIL, 1)[1]
@@ -80,7 +80,7 @@ def _said_before(instance, key: AssetKey, storage_id: int) -> tuple | None:
             if target is None or target.storage_id != storage_id:
                 return None
             meta = {k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"}
-            return ev.passed, _unmarked(ev.description or ""), meta
+            return ev.passed, unmarked(ev.description or ""), meta
     return None
 
 

@@ -77,6 +77,8 @@ def test_the_queued_run_sensor_says_the_verdict_of_a_run_created_elsewhere():
         status, text = _shown(instance, name)
         assert status == "FAILED" and text.startswith(f"rebuilding in run {run.run_id[:8]}; until then: "), text
         assert "stale" in text
+    # the `sync_status` sensor's next tick does not say the same verdict again without the mark
+    assert sync_events(defs.resolve_asset_graph(), instance, {})[0] == []
     n = len(instance.event_log_storage.get_asset_check_execution_history(AssetCheckKey(AssetKey("table"), IN_SYNC),
                                                                           limit=50))
     sensor(build_run_status_sensor_context(SENSOR, event, instance, run))  # said once per run
