@@ -16,7 +16,9 @@ newest materialization): "rebuilding in run <id>; until then: <verdict>". Said b
 - the `sync_rebuilding` run-status sensor (every 5 s, on runs entering the queue: the automation's,
   backfills', the UI's "Materialize"), for the runs Dagster's daemon creates from a sensor's request.
 The step that builds the asset then reports its own verdict on what it wrote (`assets/sync.py`
-`with_own_check`), which supersedes this one.
+`with_own_check`), which supersedes this one; after a run failed or was canceled, the
+`sync_rebuild_failed` / `sync_rebuild_canceled` sensors say the verdict again, unmarked, on the assets
+it did not rebuild (`unmark_ended`). The `sync_status` sensor takes a marked verdict for the same one.
 """
 from __future__ import annotations
 
