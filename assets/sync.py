@@ -260,8 +260,10 @@ def _already_said(record, newest: int, passed: bool, description: str) -> bool:
     ev = record.evaluation if record is not None else None
     if not isinstance(ev, AssetCheckEvaluation):  # None, or AssetCheckEvaluationPlanned (run in flight)
         return False
+    from assets.sync_rebuilding import unmarked  # said again marked "rebuilding in run …" by a run: the same verdict
     target = ev.target_materialization_data
-    return target is not None and target.storage_id == newest and ev.passed == passed and ev.description == description
+    return (target is not None and target.storage_id == newest and ev.passed == passed
+            and unmarked(ev.description or "") == description)
 
 
 def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],
@@ -333,5 +335,7 @@ def reported_note(events: Sequence[AssetCheckEvaluation]) -> str:
 def build(objs: list) -> tuple[list, list, list]:
     """(`objs` with each asset's own `in_sync` hook, the `in_sync` check op, [the `sync_status`
     sensor]) for the assets in `objs`."""
+    from assets import sync_rebuilding  # the verdict kept visible while a run rebuilds (imports this module)
     graph = LazyGraph(objs)
-    return with_own_check(objs, graph), build_checks(objs, graph), [build_sensor(graph)]
+    return with_own_check(objs, graph), build_checks(objs, graph), [build_sensor(graph),
+                                                                     *sync_rebuilding.build_sensors(graph)]

@@ -16,7 +16,6 @@ from dagster import (
     AssetSpec,
     Definitions,
     SourceAsset,
-    in_process_executor,
 )
 
 warnings.filterwarnings("ignore", message=".*is currently in beta.*")
@@ -70,7 +69,7 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
         s.key.to_user_string(): s.partitions_def is not None
         for o in objs if isinstance(o, AssetsDefinition) and o.is_materializable for s in o.specs}))
 
-    from assets import sync
+    from assets import sync, sync_rebuilding
     from assets.automation import build_automation, with_automation  # sensors, schedules, conditions
     from assets.core import with_llm_calls_lineage
     from assets.helpers import describe_tables
@@ -100,7 +99,8 @@ def build_definitions(config_path: str | None = None, no_cache: bool = False) ->
         loggers={"console": console_logger},  # one line per record on the terminal (run_console)
         # One process per run, not per step: a step-per-process executor would pay Python
         # start-up and an embedded-model reload for every step.
-        executor=in_process_executor,
+        # (it first says `in_sync` of what the run rebuilds where its planned checks hide it)
+        executor=sync_rebuilding.in_process_saying(objs),
     )
 
 

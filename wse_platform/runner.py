@@ -559,15 +559,16 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
     job = defs.resolve_implicit_global_asset_job_def()
     origin = _remote_origin(job.name)
     tags = {**tags, **step.tags, **process_tags()}
+    from assets.sync_rebuilding import saying_rebuilding  # `in_sync` stays visible from the run's creation
+
     original = instance.create_run_for_job
-    if origin is not None:
-        instance.create_run_for_job = functools.partial(original, remote_job_origin=origin)  # type: ignore[method-assign]
+    create = functools.partial(original, remote_job_origin=origin) if origin is not None else original
+    instance.create_run_for_job = saying_rebuilding(create, defs.resolve_asset_graph, instance)  # type: ignore[method-assign]
     try:
         return job.execute_in_process(run_config=QUIET_RUN_CONFIG, instance=instance, partition_key=step.partition_key,
                                       raise_on_error=False, tags=tags, asset_selection=list(step.keys))
     finally:
-        if origin is not None:
-            del instance.create_run_for_job  # back to the class's method
+        del instance.create_run_for_job  # back to the class's method
 
 
 

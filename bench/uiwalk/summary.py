@@ -142,6 +142,10 @@ def gaps(obs, edit_at: float, assets: list[str]) -> list[str]:
         out.append(f"  {what}: " + ("never" if not per else "; ".join(
             f"{a} {len(sp)}x, {sum(t1 - t0 for t0, t1 in sp):.0f} s (longest {max(t1 - t0 for t0, t1 in sp):.0f} s)"
             for a, sp in sorted(per.items()))))
+    marked = sorted(a for a in assets if any((d or "").startswith("rebuilding in run ") and ts >= edit_at
+                                             for ts, _, d in obs.history.get((a, IN_SYNC), [])))
+    out.append(f"  the verdict marked \"rebuilding in run …\" (a run's planned check behind it) seen on "
+               f"{len(marked)} of {len(assets)} assets" + (f": {', '.join(marked)}" if marked else ""))
     return out
 
 
