@@ -248,6 +248,16 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
         echo(f"    [{i + 1}/{len(steps)}] ok ({dt:.1f}s)" if ok
              else f"    [{i + 1}/{len(steps)}] FAILED after {dt:.1f}s: {why}")
 
+    def skipped(i: int) -> bool:
+        """The guard's reason not to run step i (an input that failed), said and recorded."""
+        if not (skip := guard.skip_reason(steps[i])):
+            return False
+        echo(f"[{i + 1}/{len(steps)}] skipped {steps[i].label()}: {skip}")
+        guard.mark_failed(steps[i])
+        finished.add(i)
+        report.steps.append((steps[i], False, 0.0))
+        return True
+
     with StopOnSignal() as stop, pool:
         lead = leading_steps(deps)
         if lead:   # the first runs' workers start while the command runs the leading ones
@@ -256,11 +266,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
             if stop.signal_name or guard.stopped:
                 break
             pending.remove(i)
-            if skip := guard.skip_reason(steps[i]):
-                echo(f"[{i + 1}/{len(steps)}] skipped {steps[i].label()}: {skip}")
-                guard.mark_failed(steps[i])
-                finished.add(i)
-                report.steps.append((steps[i], False, 0.0))
+            if skipped(i):
                 continue
             echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()} (in this process)")
             outcome = run_here(defs, steps[i], instance, {**(tags or {}), **steps[i].tags, "wse/backend": backends[i]})
@@ -283,11 +289,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30):
                         continue
                     pending.remove(i)
-                    if skip := guard.skip_reason(steps[i]):
-                        echo(f"[{i + 1}/{len(steps)}] skipped {steps[i].label()}: {skip}")
-                        guard.mark_failed(steps[i])
-                        finished.add(i)
-                        report.steps.append((steps[i], False, 0.0))
+                    if skipped(i):
                         continue
                     in_use[b] = in_use.get(b, 0) + 1
                     sending.add(i)
