@@ -20,11 +20,12 @@ from resources.settings import settings_for
 from resources.warehouse import WarehouseResource
 
 # records are journaled as they are made (a kill loses none: the next run writes them); written to
-# llm_calls in batches of this many while calls complete, or this often, whichever comes first. One
-# batch costs ~75 ms of CPU (a warehouse open and an insert): at 200 per batch that was ~0.4 ms per call,
-# and every 2 s it was ~5-10 % of a fleet run's CPU (issue 24); a kill loses nothing either way (journal)
+# llm_calls in batches of this many while calls complete, or this often, whichever comes first, so a
+# running step's calls show in `llm_calls` within seconds (tests/llm/test_records_survive_kill.py).
+# One batch costs ~75 ms of CPU (a warehouse open and an insert): every 2 s that was ~5-10 % of a
+# fleet run's CPU (issue 24); every 5 s it is ~1.5 % of a core per running step.
 FLUSH_EVERY = 1000
-FLUSH_INTERVAL_S = 60.0
+FLUSH_INTERVAL_S = 5.0
 
 
 class _DagsterLogHandler(logging.Handler):

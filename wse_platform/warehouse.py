@@ -95,57 +95,6 @@ def _duckdb_holder(message: str) -> str:
     return f"PID {m.group(2)} ({m.group(1)})" if m else "DuckDB did not say which process"
 
 
-# ---- cheap opens: ATTACH/DETACH on one in-memory DuckDB per thread -----------------------------
-# Creating a DuckDB database instance costs ~17 ms of CPU whatever the file (even an empty one; then
-# ~3 ms to close), and a cell run opens the warehouse ~25 times. Attaching the file to an in-memory
-# instance the thread keeps costs ~3 ms (read-only) to ~5 ms (read-write) including the DETACH,
-# which closes the file (checkpointing a read-write attach as a close does) and releases DuckDB's own
-# file lock, so other processes open it as before; the inter-process lock (`connect`) is unchanged.
-# The connection a caller gets is that instance with `USE` on the file: unqualified names are the
-# warehouse's. Measured by `bench/warehouse_open.py`; pinned by tests/platform/test_warehouse_attach.py.
-ALIAS = "wse_wh"
-_anchor = threading.local()  # (pid, connection) of this thread
-
-
-def _anchor_con() -> duckdb.DuckDBPyConnection:
-    held = getattr(_anchor, "held", None)
-    if held is None or held[0] != os.getpid():  # none yet, or inherited through fork (not fork-safe): a new one
-        held = _anchor.held = (os.getpid(), duckdb.connect(":memory:"))
-    return held[1]
-
-
-def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
-    con = _anchor_con()
-    quoted = str(path).replace("'", "''")
-    con.execute(f"ATTACH '{quoted}' AS {ALIAS}" + (" (READ_ONLY)" if read_only else ""))
-    try:
-        con.execute(f"USE {ALIAS}")
-    except BaseException:
-        _close(con)
-        raise
-    return con
-
-
-def _close(con: duckdb.DuckDBPyConnection) -> None:
-    """Close what `_open` returned: DETACH the file from this thread's instance (closing the file),
-    or close a connection of its own."""
-    held = getattr(_anchor, "held", None)
-    if held is None or con is not held[1]:
-        con.close()
-        return
-    try:
-        con.execute("USE memory")
-        con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
-    except duckdb.Error:  # e.g. a transaction left open by an error: roll back, then detach
-        try:
-            con.execute("ROLLBACK")
-            con.execute("USE memory")
-            con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
-        except duckdb.Error:  # give the instance up: closing it closes the file
-            _anchor.held = None
-            con.close()
-
-
 class Warehouse:
     def __init__(self, path: str | Path, sql_dir: Path = SQL_DIR, lock_timeout: float = 600.0):
         self.path = Path(path)
@@ -182,7 +131,7 @@ class Warehouse:
             try:
                 yield con
             finally:
-                _close(con)
+                con.close()
         finally:
             if not shared:
                 with contextlib.suppress(OSError):
@@ -264,9 +213,7 @@ class Warehouse:
         next_notice = start + NOTICE_AFTER_S
         while True:
             try:
-                if config:  # its own DuckDB settings: a database instance of its own
-                    return duckdb.connect(str(self.path), read_only=read_only, config=config)
-                return _attach(self.path, read_only)
+                return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
             except duckdb.Error as err:  # another (non-cooperating) process holds the file?
                 if not any(s in str(err) for s in _LOCK_ERRORS):
                     raise WarehouseError(self._open_failure(err)) from err
