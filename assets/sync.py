@@ -190,7 +190,7 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
         g, pk = graph.resolved(), context.run.tags.get(PARTITION_TAG)
         if not rebuilt_as_before(context.instance, context.run.run_id,
                                  {k: pk if g.get(k).partitions_def is not None else None for k in after}, after):
-            report_changed_verdicts(graph.resolved(), context.instance,
+            report_changed_verdicts(g, context.instance,
                                     skip={k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
     return [sync_checks]
 

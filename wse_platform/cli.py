@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="bypass the LLM response cache")
     p.add_argument("--parallel", type=int, metavar="N",
                    help="runs (cells) at once; default 1 with in-process models, else enough cells to fill the "
-                        "endpoints' slots 1.5 times (at least 4, at most the run queue's limit)")
+                        "endpoints' slots 3 times (at least 4, at most the run queue's limit)")
     p.add_argument("--no-status", action="store_true",
                    help="do not end with the status check that lets the next `wse status` answer at once")
     p.set_defaults(func=cmd_materialize)
