@@ -251,7 +251,7 @@ class _SeedBlinding:
             if self.pattern is not None:
                 d["player_action"] = self.pattern.sub(self.label, s.player_action)
                 d["narrative"] = self.pattern.sub(self.label, s.narrative)
-            hit = (d, f"{_step_head(d)}. Player: {d['player_action']}\n{d['narrative']}")
+            hit = (d, _render_step(d))
             if len(self._steps) >= self.MAX_STEPS:
                 self._steps.clear()
             self._steps[s] = hit
@@ -332,9 +332,12 @@ def _step_head(s: dict[str, Any]) -> str:
     return f"Step {s['step']}" + (f" (day {s['day']})" if s.get("day") is not None else "")
 
 
+def _render_step(s: dict[str, Any]) -> str:
+    return f"{_step_head(s)}. Player: {s['player_action']}\n{s['narrative']}"
+
+
 def _render_steps(steps: list[dict[str, Any]]) -> str:
-    return "\n\n".join(f"{_step_head(s)}. Player: {s['player_action']}\n{s['narrative']}" for s in steps) \
-        or "(none)"
+    return "\n\n".join(_render_step(s) for s in steps) or "(none)"
 
 
 # ---- requests ---------------------------------------------------------------------------
