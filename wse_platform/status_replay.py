@@ -13,12 +13,14 @@ variables, files the settings name, the instance's event index, the warehouse fi
 The next `wse status` replays a config edit on them when all of this holds, and otherwise
 computes in full:
 - the state key is the same (no run, observation, code or file change since);
-- the settings have the same `shape` as the saved ones: the same partitions, and no setting turned
-  None, empty or zero or back (texts, non-zero numbers and judge panels may change: e.g.
-  `wse.horizon: 2 → 3`, a prompt version, a model's revision, a judge's `count`). Such an edit never
-  adds or removes an asset or a partition (`test_status_replay` builds the definitions of the shipped
-  config with every number, text and judge panel changed and compares the graphs), so the saved
-  graph holds; or they differ in partition lists only (a model, an architecture... added or
+- the settings have the same `shape` as the saved ones: the same partitions and the same
+  `graph_switches` (a judge panel, the NCP ablation, the 100-Endings rubric set or not); texts,
+  numbers, judge panels' sizes and any other setting turned None, empty or zero or back may change
+  (e.g. `wse.horizon: 2 → 3`, a prompt version, a model's revision, a judge's `count`, a sampling
+  value set or unset). Such an edit never adds or removes an asset or a partition
+  (`test_status_replay` builds the definitions of the shipped config with every number, text and
+  judge panel changed and every other setting turned on or off, and compares the graphs), so the
+  saved graph holds; or they differ in partition lists only (a model, an architecture... added or
   removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`.
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
 does what the full check would do after recording the changed ones: for every built partition
@@ -49,7 +51,8 @@ from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge
 from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
-_FORMAT = 3  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families
+_FORMAT = 4  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families;
+# 4: the shape's switches instead of a skeleton of every setting
 RESOLVER_REASON = "has a new dependency data version"  # Dagster's words for a changed unpartitioned config
 REPLAYED = "the config edit replayed on the full check of"
 
@@ -73,35 +76,34 @@ def numbers_only(old: Any, new: Any) -> bool:
     return type(old) is type(new) and old == new
 
 
-def _skeleton(v: Any) -> Any:
-    """A setting with its numbers, texts and lists reduced to what they are (None, empty / zero or
-    not, a bool's value, a dict's keys): see `shape`."""
-    if isinstance(v, dict):
-        return {k: _skeleton(x) for k, x in sorted(v.items())}
-    if isinstance(v, list):
-        return ["list", bool(v)]
-    if v is None or isinstance(v, bool):
-        return v
-    return ["number" if _is_number(v) else type(v).__name__, bool(v)]
+def graph_switches(settings: Settings) -> dict[str, bool]:
+    """The settings whose being set or not adds or removes assets: the `if`s of the asset builders
+    (`assets/wse/judging.py` a judge panel, `assets/ncp/episodes.py` and `ncp/tables.py` the
+    ablation, `assets/endings/rubric.py` and `endings/tables.py` the rubric). Any other setting
+    turned None, empty, zero or back changes config versions only (`test_status_replay`
+    `test_the_same_shape_means_the_same_graph` turns every other setting of the shipped config on
+    or off at once and compares the graphs; and each switch here changes the graph)."""
+    return {"wse.consistency_judges": settings.wse.consistency_judge is not None,
+            "wse.richness_judges": settings.wse.richness_judge is not None,
+            "ncp.ablation": settings.ncp.ablation is not None,
+            "endings.rubric": settings.endings.rubric is not None}
 
 
 def shape(settings: Settings) -> Any:
     """What of the settings the asset graph depends on (assets, partitions, parents, code versions):
-    the partition keys (`assets/partitions.py`, the same lists), and a skeleton of the rest — an
-    asset is built or left out when a setting is None, empty or zero (a judge, an ablation, a
-    rubric, a benchmark without models), never on a text, a non-zero number or a list's length.
+    the partition keys (`assets/partitions.py`, the same lists) and the `graph_switches` — never a
+    text, a number, a list's length or any other setting turned None, empty or zero (a sampling
+    value, a budget, a prompt folder, a model's endpoint...), which change config versions only.
     Two settings of the same shape have the same graph (`test_status_replay` changes every text,
-    number and judge list of the shipped config and compares the graphs); files a setting names are
-    in the state key (`status_report.quick_key`)."""
-    blob = _settings_blob(settings)
-    blob.pop("source_file", None)
+    number and judge list and turns every other setting on or off in the shipped config, and
+    compares the graphs); files a setting names are in the state key (`status_report.quick_key`)."""
     from wse_platform.status_reshape import endings_sets
     cells = [[list(dict.fromkeys(settings.wse.models)), list(dict.fromkeys(settings.wse.architectures))],
              [list(dict.fromkeys(settings.ncp.narrators)), list(dict.fromkeys(settings.ncp.architectures))]]
     sets = endings_sets(settings)
     return {"cells": cells, "extraction": list(dict.fromkeys(settings.ncp.extraction_models)), "endings": sets,
             "cron": settings.rejudge_cron,  # not the graph, but the definitions reject a bad one
-            "skeleton": _skeleton(blob)}
+            "switches": graph_switches(settings)}
 
 
 def same_shape(facts: dict, settings: Settings) -> bool:

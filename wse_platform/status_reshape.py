@@ -11,8 +11,7 @@ facts of the edited config's graph, when it can tell exactly:
   settings in the same order as Dagster lists them (a check of the rule below, per call);
 - each edge is the same partitions, a partitioned asset read whole by an unpartitioned one, or an
   unpartitioned parent (the only mappings the project uses);
-- the rest of the settings has the same shape (`status_replay.shape`; an entry of `models` may be
-  added or removed, the common ones keep theirs);
+- the rest of the settings has the same shape (`status_replay.shape`: the same graph switches);
 - a new partition was never materialized (one built before, e.g. a model removed and added back, is
   asked about by the full check), and no table reading a changed asset has an edge Dagster does not
   check (≥ 100 upstream partitions) that named one of its partitions.
@@ -56,16 +55,9 @@ def family_of(pks: list, fams: dict[str, list[str]]) -> list[str]:
     return [name for name, keys in fams.items() if keys and keys == pks]
 
 
-def _core(shape: dict) -> tuple[Any, dict]:
-    """A shape without the partition lists and the `models` entries (compared apart)."""
-    skeleton = copy.deepcopy(shape["skeleton"])
-    models = skeleton.pop("models", {}) or {}
-    return [shape.get("cron"), skeleton], models
-
-
 def same_but_partitions(old: dict, new: dict) -> bool:
-    (a, ma), (b, mb) = _core(old), _core(new)
-    return a == b and all(ma[k] == mb[k] for k in set(ma) & set(mb))
+    """The same shape but for the partition lists (the same graph switches and cron)."""
+    return [old.get("cron"), old.get("switches")] == [new.get("cron"), new.get("switches")]
 
 
 def reshape(facts: dict, settings: Settings, new_shape: dict) -> dict | None:

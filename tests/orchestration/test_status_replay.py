@@ -110,6 +110,22 @@ def test_text_and_judge_list_edits_are_replayed(tiny, capsys, monkeypatch):
         raw["models"][MODEL].update(revision=revision)), "0 stale, 0 missing")
 
 
+def test_settings_turned_on_or_off_are_replayed(tiny, capsys, monkeypatch):
+    """A setting set or unset (None ↔ a value, zero, a flag flipped) that is not a graph switch
+    (`status_replay.graph_switches`) changes config versions only: replayed, as the full check
+    reports it; back to the built values, fresh again."""
+    _status(capsys)
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(sampling={"max_tokens": 300}),
+                     f"stale      wse_trajectories[{CELL}]", "max_tokens")
+    # the model's min_p (None → a value): every cell and judge using the model
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["models"][MODEL]["sampling"].update(min_p=0.05),
+                     f"stale      wse_consistency_verdicts[{CELL}]", "min_p", extra=("--all",))
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(sampling={"max_tokens": 300, "top_p": 0.9}),
+                     "top_p")
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: (
+        raw["wse"].pop("sampling"), raw["models"][MODEL]["sampling"].pop("min_p")), "0 stale, 0 missing")
+
+
 def test_after_a_run_the_next_status_needs_no_full_check(tiny, capsys, monkeypatch):
     """`wse materialize` leaves the status check behind: the next `wse status` prints it (unless
     `--no-status`), and a config edit after the run is replayed."""
@@ -222,6 +238,29 @@ def _set(raw, path, value):
     raw[path[-1]] = value
 
 
+def _nodes(value, path=()):
+    """(path, value) of every setting of a settings dump, leaves and containers, children first."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _nodes(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _nodes(v, (*path, i))
+    if path:
+        yield path, value
+
+
+def _turned(value) -> list:
+    """Values that turn a setting on or off (set ↔ None, empty, zero, a bool flipped)."""
+    if value is None:
+        return [1, "x", True, 0.5, []]
+    if isinstance(value, bool):
+        return [not value, None]
+    if isinstance(value, (int, float)):
+        return [None, 0] if value else [None, 1]
+    return [None, type(value)()] if value else [None]
+
+
 def test_the_same_shape_means_the_same_graph(tmp_path):
     """What lets a replay reuse the saved graph: the definitions of the shipped config (plus a second
     model in the registry), with every number, every text and the judge panels changed at once
@@ -266,6 +305,23 @@ def test_the_same_shape_means_the_same_graph(tmp_path):
                    changed["ncp"]["reaudit_auditors"]):
         judges += copy.deepcopy(judges) * 2  # a panel of three
     assert valid(changed) and numbers >= 40 and texts >= 15, (numbers, texts)
+    # then every setting that is not a graph switch turned on or off (None ↔ a value, empty, zero)
+    turned = []
+    for path, value in list(_nodes(json.loads(json.dumps(changed)))):
+        if path[0] == "source_file":
+            continue
+        for new in _turned(value):
+            trial = copy.deepcopy(changed)
+            try:
+                _set(trial, path, new)
+            except (KeyError, IndexError, TypeError):  # inside a setting already turned off
+                break
+            if valid(trial):
+                changed = trial
+                turned.append(".".join(map(str, path)))
+                break
+    assert len(turned) >= 60 and {"wse.sampling.max_tokens", "wse.human_labels", "ncp.auditor", "ncp.reference",
+                                  "endings.plan_beats", "prompts_dir"} <= set(turned), turned
 
     def graph(data, name):
         path = tmp_path / name
@@ -273,8 +329,11 @@ def test_the_same_shape_means_the_same_graph(tmp_path):
         return _signatures(build_definitions(str(path)).resolve_asset_graph())
 
     assert graph(raw, "a.yaml") == graph(changed, "b.yaml")
-    # what the shape tells apart: a judge removed, an architecture added
-    for edit in (lambda d: d["wse"].update(richness_judges=None),
+    # what the shape tells apart: each graph switch turned (a judge removed, the NCP ablation or the
+    # rubric set), an architecture added
+    ablation = {"narrator": MODEL, "auditors": [{"model": MODEL}]}
+    for edit in (lambda d: d["wse"].update(richness_judges=None), lambda d: d["wse"].update(consistency_judges=None),
+                 lambda d: d["ncp"].update(ablation=ablation), lambda d: d["endings"].update(rubric={"model": MODEL}),
                  lambda d: d["wse"].update(architectures=["B1", "B2"])):
         other = copy.deepcopy(raw)
         edit(other)
