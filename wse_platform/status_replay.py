@@ -82,7 +82,13 @@ def graph_switches(settings: Settings) -> dict[str, bool]:
     ablation, `assets/endings/rubric.py` and `endings/tables.py` the rubric). Any other setting
     turned None, empty, zero or back changes config versions only (`test_status_replay`
     `test_the_same_shape_means_the_same_graph` turns every other setting of the shipped config on
-    or off at once and compares the graphs; and each switch here changes the graph)."""
+    or off at once and compares the graphs; and each switch here changes the graph).
+
+    A switch turned is checked in full: an asset switched off stays in the instance, and the tables
+    that list it as a dependency then read it as an unpartitioned external asset, which Dagster's
+    resolver compares with their provenance (after `wse.richness_judge: null` on the demo every WSE
+    table gets `wse_richness_verdicts: has a new dependency data version`): an edge the facts do
+    not hold. An asset switched back on has no facts at all (the last full check did not have it)."""
     return {"wse.consistency_judges": settings.wse.consistency_judge is not None,
             "wse.richness_judges": settings.wse.richness_judge is not None,
             "ncp.ablation": settings.ncp.ablation is not None,
