@@ -120,8 +120,8 @@ def test_settings_turned_on_or_off_are_replayed(tiny, capsys, monkeypatch):
     # the model's min_p (None → a value): every cell and judge using the model
     _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["models"][MODEL]["sampling"].update(min_p=0.05),
                      f"stale      wse_consistency_verdicts[{CELL}]", "min_p", extra=("--all",))
-    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(sampling={"max_tokens": 300, "top_p": 0.9}),
-                     "top_p")
+    _replays_as_full(tiny, capsys, monkeypatch,
+                     lambda raw: raw["wse"].update(sampling={"max_tokens": 300, "top_p": 0.9}), "top_p")
     _replays_as_full(tiny, capsys, monkeypatch, lambda raw: (
         raw["wse"].pop("sampling"), raw["models"][MODEL]["sampling"].pop("min_p")), "0 stale, 0 missing")
 
