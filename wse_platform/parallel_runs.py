@@ -345,7 +345,8 @@ def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int
     `progress.Shared` its workers publish to (for `progress.CommandProgress`), or None (no workers)."""
     from wse_platform.progress import Shared
 
-    if (parallel or 0) <= 1 and (parallel is not None or in_process_models(settings)):
+    parallel = parallel or None   # 0: the default, as the CLI reads it
+    if (parallel is not None and parallel <= 1) or (parallel is None and in_process_models(settings)):
         return None
     release()
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)   # as `runner.get_instance` sets it, for the template
