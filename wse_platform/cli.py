@@ -117,7 +117,7 @@ def _materialize(args) -> int:
         steps = split_independent(defs, defer_unneeded(defs, steps), default_ways(parallel))
     from wse_platform.progress import CommandProgress
     progress = CommandProgress(settings, steps, parallel + default_spare(parallel), defs,  # requests done / planned, ETA
-                               shared=shared)
+                               shared=shared)   # totals from the plan `prestart` made (parallel_runs.command_plan)
     try:
         report = (execute_parallel(defs, steps, instance, settings, parallel, _defs_loader(args), tags=tags,
                                    guard=guard, progress_args=progress.worker_args())

@@ -82,10 +82,15 @@ def default_parallel(settings: Settings) -> int:
     time), else enough cells that their conversations fill the endpoints' slots `FILL` times over
     (`fill_parallel`), at least `MIN_PARALLEL`, at most the run queue's own limit
     (`max_concurrent_runs` in dagster.yaml: the sum of `concurrency`)."""
-    if any(m.backend not in SERVER_BACKENDS for m in settings.models.values()):
+    if in_process_models(settings):
         return 1
     ceiling = max(MIN_PARALLEL, sum(settings.concurrency.values()))
     return min(ceiling, max(MIN_PARALLEL, fill_parallel(settings)))
+
+
+def in_process_models(settings: Settings) -> bool:
+    """Whether a configured model runs in this process (embedded llama.cpp, offline vLLM): then one run at a time."""
+    return any(m.backend not in SERVER_BACKENDS for m in settings.models.values())
 
 
 def fill_parallel(settings: Settings, cells=None) -> int:
@@ -115,15 +120,20 @@ def fill_parallel(settings: Settings, cells=None) -> int:
     return len(cells)
 
 
-_PLANS: list = []   # [(settings, plan cells)]: the last settings object planned (held: its id stays its own)
+_PLANS: list = []   # [(settings, plan)]: the command's plan (held: the settings' id stays its own); `release` drops it
+
+
+def command_plan(settings: Settings):
+    """`plan.build(settings)`, once per command (`release` ends it): the default `--parallel`, the order of the
+    runs and the progress totals read the same plan (nothing writes the warehouse before the source run)."""
+    if not _PLANS or _PLANS[0][0] is not settings:
+        from wse_platform.plan import build
+        _PLANS[:] = [(settings, build(settings))]
+    return _PLANS[0][1]
 
 
 def _plan_cells(settings: Settings) -> list:
-    """`plan.build(settings).cells`, once per settings object (a command plans once)."""
-    if not _PLANS or _PLANS[0][0] is not settings:
-        from wse_platform.plan import build
-        _PLANS[:] = [(settings, build(settings).cells)]
-    return _PLANS[0][1]
+    return command_plan(settings).cells
 
 
 def step_backend(settings: Settings, partition_key: str | None) -> str:
@@ -335,17 +345,18 @@ def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int
     `progress.Shared` its workers publish to (for `progress.CommandProgress`), or None (no workers)."""
     from wse_platform.progress import Shared
 
-    parallel = parallel or default_parallel(settings)
-    if parallel <= 1:
+    parallel = parallel or None   # 0: the default, as the CLI reads it
+    if (parallel is not None and parallel <= 1) or (parallel is None and in_process_models(settings)):
         return None
     release()
+    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)   # as `runner.get_instance` sets it, for the template
+    forked = start_template(loader)   # first: the default `parallel` plans (reads the inputs), the template need not wait
+    parallel = parallel or default_parallel(settings)
     spare = default_spare(parallel) if spare is None else spare
     try:
         shared = Shared(parallel + spare)
     except OSError:
         return None
-    os.environ["DAGSTER_HOME"] = str(settings.dagster_home)   # as `runner.get_instance` sets it, for the template
-    forked = start_template(loader)
     pool = Workers(loader, parallel + spare, shared.worker_args())
     if not forked:   # (a fork waits for the template: the first one is made when the first run starts)
         pool.warm(0, 1)
@@ -357,6 +368,7 @@ def release() -> None:
     """Stop worker processes `prestart` made that no `execute_parallel` used (nothing to do, an error)."""
     while _EARLY:
         _EARLY.pop().shutdown()
+    _PLANS.clear()
     from wse_platform.workers import forget_template
     forget_template()
 

@@ -179,9 +179,11 @@ def decode_tag(value: str | None) -> dict[str, int]:
 
 
 def step_totals(settings, steps) -> list[dict[str, int]]:
-    """For each planned run (`runner.RunPlanStep`): asset → planned requests of its LLM assets."""
+    """For each planned run (`runner.RunPlanStep`): asset → planned requests of its LLM assets (the command's
+    plan, `parallel_runs.command_plan`: built once per command)."""
     from wse_platform import plan
-    by_step = plan.step_requests(plan.build(settings))
+    from wse_platform.parallel_runs import command_plan
+    by_step = plan.step_requests(command_plan(settings))
     out = []
     for st in steps:
         names = {k.to_user_string() for k in st.keys}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 
@@ -85,10 +86,12 @@ class Workers:
         self.spawned = 0               # processes the pool started (it starts one when a task finds none idle)
         self.warming: Future | None = None
         self.forking: list[Future] = []   # `prefork`'s tasks
+        self.unsubmitted = 0              # `prefork`'s tasks its thread has not submitted yet
+        self._count_lock = threading.Lock()
 
     def _idle(self, busy: int) -> int:
         return (self.spawned - busy - (self.warming is not None and not self.warming.done())
-                - sum(not f.done() for f in self.forking))
+                - sum(not f.done() for f in self.forking) - self.unsubmitted)
 
     def submit(self, busy: int, fn, *args) -> Future:
         """`fn(*args)` in a worker; `busy` = tasks of ours under way besides `_warm`."""
@@ -101,14 +104,36 @@ class Workers:
                 and self._idle(busy) <= 0:
             self.warming = self.submit(busy, _warm)
 
-    def prefork(self, n: int) -> None:
-        """Fork `n` workers at once (forked pools only): their start (the instance) overlaps what the
-        command does meanwhile (the source run), instead of following the first runs' submission."""
-        if not self.forked:
-            return
-        while self.spawned < min(n, self.limit):
-            self.spawned += 1
-            self.forking.append(self.pool.submit(_warm))
+    def prefork(self, n: int) -> threading.Thread | None:
+        """Fork up to `n` workers (forked pools only): their start (the instance) overlaps what the command
+        does meanwhile (the source run), instead of following the first runs' submission.
+
+        From a thread, without waiting: a fork request waits for the fork server's answer, which comes only
+        once the template has built the definitions (`start_template` does not wait for it), and the command
+        must not wait for that before the run it makes itself (issue 24: the source run started up to
+        seconds late, after the template). Returns the thread (None: nothing to fork)."""
+        k = min(n, self.limit) - self.spawned
+        if not self.forked or k <= 0:
+            return None
+        self.spawned += k
+        with self._count_lock:
+            self.unsubmitted += k
+
+        def fork() -> None:
+            left = k
+            try:
+                for _ in range(k):
+                    self.forking.append(self.pool.submit(_warm))
+                    with self._count_lock:
+                        self.unsubmitted -= 1
+                    left -= 1
+            except Exception:  # noqa: BLE001 - a pool shut down or broken meanwhile: its own submit says so
+                with self._count_lock:
+                    self.unsubmitted -= left
+
+        thread = threading.Thread(target=fork, name="wse-prefork", daemon=True)
+        thread.start()
+        return thread
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)

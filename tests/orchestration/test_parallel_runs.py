@@ -113,3 +113,43 @@ def test_default_parallel_fills_the_endpoints_slots(tmp_path, monkeypatch, slots
     monkeypatch.setattr(parallel_runs, "_plan_cells", lambda settings: cells)
     assert parallel_runs.fill_parallel(s) == min(24, -(-3 * slots // 105))
     assert default_parallel(s) == expect
+
+
+def test_a_command_plans_once_and_starts_the_template_before_planning(tmp_path, monkeypatch):
+    """`prestart` starts the workers' template before it plans the default `--parallel` (the template does not
+    wait for the plan), and the progress totals reuse that plan: `plan.build` runs once per command;
+    `release` (the command's end) drops it."""
+    from wse_platform import parallel_runs, plan, progress, workers
+
+    model = {"backend": "litellm", "model_id": "hosted_vllm/x", "api_base": "http://h:1/v1",
+             "endpoint_concurrency": 64}
+    s = settings_from_dict({"cache_dir": str(tmp_path / "c"), "warehouse_path": str(tmp_path / "w.duckdb"),
+                            "models": {"gen": model}})
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))   # prestart sets it for the template
+    order = []
+    real_build = plan.build
+    monkeypatch.setattr(plan, "build", lambda settings, *a: order.append("plan") or real_build(settings, *a))
+    monkeypatch.setattr(parallel_runs, "start_template", lambda loader: order.append("template") or False)
+
+    class NoWorkers:
+        def __init__(self, *a):
+            pass
+
+        def warm(self, *a):
+            pass
+
+        def shutdown(self):
+            pass
+
+    monkeypatch.setattr(parallel_runs, "Workers", NoWorkers)
+    monkeypatch.setattr(workers, "forget_template", lambda: None)
+    try:
+        shared = parallel_runs.prestart(s, None, ("x:y", ()))
+        assert shared is not None
+        progress.step_totals(s, [])
+        assert order == ["template", "plan"]
+    finally:
+        parallel_runs.release()
+    progress.step_totals(s, [])     # another command: planned anew
+    parallel_runs.release()
+    assert order == ["template", "plan", "plan"]

@@ -78,3 +78,47 @@ def test_the_template_refuses_what_a_fork_must_not_carry(tmp_path):
         stop.set()
         t.join()
     assert "held-thread" in problem and "x.duckdb" in problem
+
+
+def slow_definitions(folder: str, delay: float) -> Definitions:
+    import time
+    time.sleep(delay)   # a template still building its definitions
+    return noting_definitions(folder)
+
+
+PREFORK = """
+import json, os, sys, time
+from wse_platform import workers
+loader = ("tests.orchestration.test_worker_fork:slow_definitions", (sys.argv[1], 6.0))
+from dagster import DagsterInstance
+DagsterInstance.get()
+workers.start_template(loader)
+pool = workers.Workers(loader, 2)
+t = time.monotonic()
+thread = pool.prefork(2)
+took = time.monotonic() - t
+print(f"prefork returned after {took:.1f} s", file=sys.stderr, flush=True)
+with pool:
+    infos = [f.result(timeout=180) for f in [pool.submit(i, workers.worker_info) for i in range(2)]]
+    if thread is not None:   # (a prefork that waited has none)
+        thread.join(60)
+    print(json.dumps({"took": took, "infos": infos, "spawned": pool.spawned, "processes": len(pool.pool._processes),
+                      "unsubmitted": getattr(pool, "unsubmitted", 0), "forking": len(pool.forking)}))
+"""
+
+
+def test_prefork_does_not_wait_for_the_template(tmp_path):
+    """`Workers.prefork` returns at once while the template still builds the definitions (a fork request is
+    answered only after that): the command's own source run starts meanwhile, not after the template."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "DAGSTER_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    out = subprocess.run([sys.executable, "-c", PREFORK, str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["took"] < 3.0, got   # the template sleeps 6 s (after its imports) before it can answer a fork request
+    assert got["forking"] == 2 and got["unsubmitted"] == 0
+    assert got["spawned"] == 2 and got["processes"] == 2, got   # the runs used the preforked workers, no more
+    template = [int(p.name.split("-")[1]) for p in tmp_path.glob("built-*")]
+    assert len(template) == 1 and all(info[1] == template[0] for info in got["infos"])
