@@ -16,7 +16,7 @@ the same over the span from the first request to the last answer, and the share 
 command's time with nothing in flight. Run from the repository root:
 
     python bench/fleet.py --slots 64 [--median 0.4] [--benchmarks wse,ncp,endings] [--parallel P] [--stride 10]
-                          [--horizon 3] [--t-max 3] [--k 100] [--spare N]
+                          [--horizon 3] [--t-max 3] [--k 100] [--spare N] [--py-spy RAW]
 
 `--horizon` / `--t-max` lengthen the WSE trajectories / NCP episodes beyond the issue's minimum of 3
 (a longer run amortizes the command's fixed start and end); the figures print the length used and
@@ -216,7 +216,11 @@ def run_one(bench: str, args, root: Path) -> dict:
         for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
             env.pop(k, None)
         (folder / "dagster_home").mkdir(exist_ok=True)
-        cmd = [sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
+        # --py-spy: the CLI and every worker sampled (bench/cpu_components.py reads the file); the tree's
+        # CPU then includes py-spy's own
+        spy = ["py-spy", "record", "--subprocesses", "--rate", "10", "--format", "raw", "--nonblocking", "-o",
+               str(Path(args.py_spy).resolve().with_suffix(f".{bench}.txt")), "--"] if args.py_spy else []
+        cmd = [*spy, sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "materialize",
                "--select", *(f"group:{bench}_{stage}" for stage in STAGES),
                *(("--parallel", str(args.parallel)) if args.parallel else ())]
         load_at_start = os.getloadavg()[0]
@@ -269,6 +273,9 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=100, help="100-Endings endings per position (paper 100)")
     ap.add_argument("--spare", type=int, default=None,
                     help="worker processes for runs past their requests (WSE_SPARE_RUNS; default: the CLI's)")
+    ap.add_argument("--py-spy", default=None, metavar="RAW",
+                    help="record the CLI's process tree with py-spy (on PATH) into RAW.<benchmark>.txt "
+                         "(see bench/cpu_components.py)")
     ap.add_argument("--workdir", default=None, help="folder for the runs (default: a new temp folder)")
     args = ap.parse_args()
     import tempfile

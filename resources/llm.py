@@ -24,8 +24,13 @@ from resources.warehouse import WarehouseResource
 # running step's calls show in `llm_calls` within seconds (tests/llm/test_records_survive_kill.py).
 # One batch costs ~75 ms of CPU (a warehouse open and an insert): every 2 s that was ~5-10 % of a
 # fleet run's CPU (issue 24); every 5 s it is ~1.5 % of a core per running step.
+# The interval doubles after each write of a step up to FLUSH_INTERVAL_MAX_S (the first batch still
+# shows within seconds, later ones at most 20 s late): a 60 s step writes at ~5, 15, 35, 55 s instead
+# of every 5 s (issue 24, 256 slots: the record writes were ~3.5 % of the fleet command's CPU, two
+# thirds of it the warehouse open and close; bench/cpu_components.py).
 FLUSH_EVERY = 1000
 FLUSH_INTERVAL_S = 5.0
+FLUSH_INTERVAL_MAX_S = 20.0
 
 
 class _DagsterLogHandler(logging.Handler):
@@ -91,7 +96,8 @@ class LLMResource(ConfigurableResource):
                            scope=str(getattr(op_context, "op_handle", "") or "") or None,
                            use_cache=(settings.use_cache and not self.no_cache),
                            record_sink=lambda rows: write_call_records(warehouse, rows),
-                           flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
+                           flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S,
+                           flush_interval_max_s=FLUSH_INTERVAL_MAX_S)
         handler = _DagsterLogHandler(context.log)
         logger = logging.getLogger("wse_platform")
         logger.addHandler(handler)

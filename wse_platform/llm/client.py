@@ -116,7 +116,7 @@ class LLMClient:
                  use_cache: bool | None = None, backends: dict[str, Backend] | None = None,
                  progress: ProgressFn | bool | None = None, max_attempts: int | None = None,
                  record_sink: Callable[[list[dict[str, Any]]], Any] | None = None, flush_every: int = 25,
-                 flush_interval_s: float = 2.0, scope: str | None = None):
+                 flush_interval_s: float = 2.0, scope: str | None = None, flush_interval_max_s: float | None = None):
         self.settings = settings
         self.run_id = run_id or f"session-{uuid.uuid4().hex[:12]}"
         self.partition_key = partition_key
@@ -136,6 +136,10 @@ class LLMClient:
         self._lock = threading.Lock()
         self._sink = record_sink          # e.g. lambda rows: write_call_records(warehouse, rows)
         self.flush_every, self.flush_interval_s = max(1, flush_every), flush_interval_s
+        # a long step's record writes (a warehouse open each) space out: the interval doubles after each
+        # periodic write up to this (the first write still comes flush_interval_s after the first calls)
+        self.flush_interval_max_s = max(flush_interval_s, flush_interval_max_s or flush_interval_s)
+        self._flush_wait = flush_interval_s   # the interval now
         self._flushed = 0                 # records[:_flushed] were handed to the sink
         self._last_flush = time.monotonic()
         self._flush_lock = threading.Lock()
@@ -301,7 +305,7 @@ class LLMClient:
         with self._lock:
             waiting = len(self._records) - self._flushed
             due = waiting > 0 and (force or waiting >= self.flush_every
-                                   or time.monotonic() - self._last_flush >= self.flush_interval_s)
+                                   or time.monotonic() - self._last_flush >= self._flush_wait)
         if not due or not self._flush_lock.acquire(blocking=force):
             return  # another thread is writing; the next completed call flushes the rest
         try:
@@ -322,6 +326,8 @@ class LLMClient:
             with self._lock:
                 self._flushed = max(self._flushed, upto)
                 self._last_flush = time.monotonic()
+                if batch and not force:
+                    self._flush_wait = min(self._flush_wait * 2, self.flush_interval_max_s)
         finally:
             self._flush_lock.release()
 
@@ -673,7 +679,7 @@ class LLMClient:
         with self._lock:
             waiting = len(self._records) - self._flushed
             due = waiting > 0 and (waiting >= self.flush_every
-                                   or time.monotonic() - self._last_flush >= self.flush_interval_s)
+                                   or time.monotonic() - self._last_flush >= self._flush_wait)
             if not due or self._flush_pending:
                 return
             self._flush_pending = True
