@@ -22,8 +22,8 @@ ERROR: list[str] = []
 BUILT_BY: list[int] = []  # the pid of the process that built DEFS (tests: not the worker's)
 
 # modules a cell run or a table run imports after the definitions (each worker would import them again)
-WARM = ("dagster._core.execution.api", "wse_platform.runner", "wse_platform.run_guard", "wse_platform.llm.client",
-        "wse_platform.warehouse", "duckdb", "aiohttp", "matplotlib.pyplot")
+WARM = ("wse_platform.runner", "wse_platform.run_guard", "wse_platform.llm.client",
+        "wse_platform.warehouse", "duckdb", "aiohttp", "matplotlib.pyplot", "upath")
 
 
 def key(token: str, target: str, args) -> tuple:
@@ -38,7 +38,8 @@ def build(spec: str) -> None:
     defs = getattr(importlib.import_module(module), func)(*args)
     import matplotlib
     matplotlib.use("Agg")
-    for name in WARM:
+    from wse_platform.dagster_private import WORKER_WARM_MODULES
+    for name in WORKER_WARM_MODULES + WARM:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - warming only: the run imports what it needs

@@ -19,6 +19,9 @@ def test_every_private_name_resolves_to_a_real_object():
     assert isinstance(adapter.PARTITION_THRESHOLD, int) and adapter.PARTITION_THRESHOLD > 0
     assert adapter.IMPLICIT_ASSET_JOB_NAME == "__ASSET_JOB"
     assert callable(adapter.observe) and callable(adapter.extract_data_provenance_from_entry)
+    import importlib
+    for name in adapter.WORKER_WARM_MODULES:  # the worker template warms them: each must still exist
+        importlib.import_module(name)
 
 
 def test_no_other_module_imports_dagster_private_modules():
