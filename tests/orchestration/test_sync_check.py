@@ -141,25 +141,6 @@ def test_config_edit_shows_in_sync_failed_in_the_ui_until_the_automation_rebuild
     _rebuilds_wait_for_their_inputs_and_every_stale_asset_names_the_edit(defs, instance, daemon)
     assert not [r for r in compute_status(defs, instance) if r.status == STALE]
     assert _current_and_passed(defs, instance) == {}
-    _rows_of_the_regenerated_cell(tiny)
-
-
-def _rows_of_the_regenerated_cell(cfg) -> None:
-    """The cell regenerated at H = 2 and re-judged on the embedded model left consistent rows (the
-    end-to-end check of the baseline's H = 1 rows is tests/wse/test_simulate.py's)."""
-    from wse_platform.config import load_settings
-    from wse_platform.warehouse import Warehouse
-
-    wh = Warehouse(load_settings(cfg).warehouse)
-    traj = wh.table("wse_trajectories")
-    assert traj.height == 1 and traj["horizon"].item() == 2
-    length = traj["length"].item()
-    steps = wh.table("wse_trajectory_steps")
-    assert steps.height >= 1 and steps["narrative"].drop_nulls().len() == length
-    tc = wh.table("wse_trajectory_consistency")
-    assert tc.height == 1 and tc["length"].item() == length
-    assert wh.table("wse_consistency_verdicts").height == tc["judged_steps"].item()  # one vote per step
-    assert wh.table("wse_richness_verdicts").height == (1 if length >= 1 else 0)
 
 
 def _rebuilds_wait_for_their_inputs_and_every_stale_asset_names_the_edit(defs, instance, daemon) -> None:
