@@ -29,7 +29,10 @@ One function (`verdict`) decides, in three places:
   before this check existed), or when the latest is a run's planned evaluation (the UI would show
   "Running" with no text until the asset is built): a runless evaluation of the asset's newest
   materialization. Dagster ties a check result to the materialization it checked, so the next
-  rebuild supersedes it.
+  rebuild supersedes it. Where the latest row is a run's planned evaluation (or its "rebuilding"
+  mark) and that run is in flight, the verdict goes into that run's row, marked, instead
+  (`assets/sync_rebuilding.py in_run`): a runless row would describe the materialization before, and
+  the UI hides such a row from the moment the run writes the asset until its hook has said the verdict.
 A hand-written sensor: an automation condition could request check runs, but only when a *direct*
 dependency changed, and only as runs; staleness travels down the whole lineage, and the status
 computation already knows it (incrementally: a few queries when nothing changed).
