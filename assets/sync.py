@@ -29,7 +29,10 @@ One function (`verdict`) decides, in three places:
   before this check existed), or when the latest is a run's planned evaluation (the UI would show
   "Running" with no text until the asset is built): a runless evaluation of the asset's newest
   materialization. Dagster ties a check result to the materialization it checked, so the next
-  rebuild supersedes it.
+  rebuild supersedes it. Where the latest row is a run's planned evaluation (or its "rebuilding"
+  mark) and that run is in flight, the verdict goes into that run's row, marked, instead
+  (`assets/sync_rebuilding.py in_run`): a runless row would describe the materialization before, and
+  the UI hides such a row from the moment the run writes the asset until its hook has said the verdict.
 A hand-written sensor: an automation condition could request check runs, but only when a *direct*
 dependency changed, and only as runs; staleness travels down the whole lineage, and the status
 computation already knows it (incrementally: a few queries when nothing changed).
@@ -241,10 +244,19 @@ def _passed_before(instance, key: AssetKey, run_id: str) -> bool:
 def report_changed_verdicts(graph: AssetGraph, instance, skip: set[str]) -> int:
     """Report the `in_sync` verdicts that differ from the latest evaluation (as the sensor does),
     except for the assets in `skip` (those the calling run evaluates itself); returns how many."""
-    events, _ = sync_events(graph, instance, {}, skip=skip)
+    in_flight: list = []
+    events, _ = sync_events(graph, instance, {}, skip=skip, in_flight=in_flight)
     for ev in events:
         instance.report_runless_asset_event(ev)
-    return len(events)
+    record_in_runs(instance, in_flight)
+    return len(events) + len(in_flight)
+
+
+def record_in_runs(instance, in_flight: Sequence[tuple]) -> None:
+    """Record `sync_events`' verdicts for runs in flight in those runs' rows."""
+    from assets.sync_rebuilding import in_run  # imports this module
+    for run, ev in in_flight:
+        in_run(instance, run, ev)
 
 
 def _digest(newest: int, passed: bool, description: str) -> str:
@@ -266,48 +278,72 @@ def _already_said(record, newest: int, passed: bool, description: str) -> bool:
             and unmarked(ev.description or "") == description)
 
 
-def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str],
-                skip: set[str] = frozenset()) -> tuple[list, dict[str, str]]:
+def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[str] = frozenset(),
+                in_flight: list | None = None) -> tuple[list, dict[str, str]]:
     """The `in_sync` evaluations to report now, and the new sensor state.
 
     For each materialized asset, the verdict on its newest materialization is compared with the
     latest `in_sync` evaluation (from its run, or reported here before) and reported if it differs.
     `seen`: asset -> digest of (newest materialization, verdict) at the previous tick; an asset whose
-    digest is unchanged is not looked up again (one query per changed asset, none when nothing changed)."""
+    digest is unchanged is not looked up again (one query per changed asset, none when nothing changed).
+    `in_flight` (a list): where the latest row is a run's planned evaluation or its "rebuilding" mark
+    and that run is in flight, the verdict goes there as (run, evaluation marked as that run's) to be
+    recorded in the run's row (`sync_rebuilding.in_run`), not in the returned runless events: a runless
+    row of the materialization before would blank the check once the run has written the asset."""
+    from assets.sync_rebuilding import rebuilding_text  # imports this module
     marks = event_marks(graph, instance)
     events: list = []
     state: dict[str, str] = {}
     by_asset = status_by_asset(graph, instance, marks)
-    planned = _planned(instance, [a for a in by_asset if marks.get(a, [0])[0] and a not in skip])
+    runs_rows = _rows_of_runs(instance, [a for a in by_asset if marks.get(a, [0])[0] and a not in skip])
+    runs: dict[str, object] = {}
     for asset, rows in by_asset.items():
         newest = marks.get(asset, [0])[0]
         if not newest:
             continue
         passed, description, meta = verdict(rows)
         state[asset] = _digest(newest, passed, description)
-        if (seen.get(asset) == state[asset] and asset not in planned) or asset in skip:
+        planned = asset in runs_rows and not isinstance(runs_rows[asset].evaluation, AssetCheckEvaluation)
+        if (seen.get(asset) == state[asset] and not planned) or asset in skip:
             continue
         key = AssetKey.from_user_string(asset)
-        if _already_said(instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, IN_SYNC)),
-                         newest, passed, description):
+        latest = runs_rows.get(asset) or instance.get_latest_asset_check_evaluation_record(AssetCheckKey(key, IN_SYNC))
+        if _already_said(latest, newest, passed, description):
             continue
         res = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=1)
         rec = res.records[0] if res.records else None
         if rec is None or rec.storage_id != newest:  # built again meanwhile: that run says, else the next tick
             state.pop(asset)
             continue
-        events.append(_evaluation(key, rec, (passed, description, meta)))
+        run = _in_flight(instance, runs, runs_rows[asset].run_id) if in_flight is not None and asset in runs_rows \
+            else None
+        if run is not None:
+            in_flight.append((run, _evaluation(key, rec, (passed, rebuilding_text(run.run_id, description),
+                                                          {**meta, "rebuilding_in_run": run.run_id}))))
+        else:
+            events.append(_evaluation(key, rec, (passed, description, meta)))
     return events, state
 
 
-def _planned(instance, assets: Sequence[str]) -> set[str]:
-    """The assets whose latest `in_sync` row is a run's planned evaluation (one query for all): the
-    UI shows "Running" with no text there until the asset is built, so the sensor says the verdict on
-    the materialization that exists even if it said it before the run was planned."""
+def _in_flight(instance, runs: dict, run_id: str):
+    """Run `run_id` if it is queued or in progress (looked up once per call of `sync_events`)."""
+    if run_id not in runs:
+        run = instance.get_run_by_id(run_id)
+        runs[run_id] = run if run is not None and not run.is_finished else None
+    return runs[run_id]
+
+
+def _rows_of_runs(instance, assets: Sequence[str]) -> dict:
+    """asset -> its latest `in_sync` row where that is a run's planned evaluation or the run's
+    "rebuilding" mark (one query for all). A planned row: the UI shows "Running" with no text there
+    until the asset is built, so the sensor says the verdict on the materialization that exists even if
+    it said it before the run was planned."""
+    from assets.sync_rebuilding import rebuilding_text  # imports this module
     keys = [AssetCheckKey(AssetKey.from_user_string(a), IN_SYNC) for a in assets]
     latest = latest_check_executions(instance, keys) if keys else {}
-    return {k.asset_key.to_user_string() for k, rec in latest.items()
-            if not isinstance(rec.evaluation, AssetCheckEvaluation)}
+    return {k.asset_key.to_user_string(): rec for k, rec in latest.items()
+            if rec.run_id and (not isinstance(rec.evaluation, AssetCheckEvaluation)
+                               or (rec.evaluation.description or "").startswith(rebuilding_text(rec.run_id, "")))}
 
 
 def build_sensor(graph: LazyGraph):
@@ -317,9 +353,12 @@ def build_sensor(graph: LazyGraph):
                         "whatever its partitions' status, and never passes staleness downstream.")
     def sync_status(context: SensorEvaluationContext):
         seen = json.loads(context.cursor) if context.cursor else {}
-        events, state = sync_events(graph.resolved(), context.instance, seen)
+        in_flight: list = []
+        events, state = sync_events(graph.resolved(), context.instance, seen, in_flight=in_flight)
+        record_in_runs(context.instance, in_flight)
+        said = [*events, *(ev for _, ev in in_flight)]
         return SensorResult(asset_events=events, cursor=json.dumps(state, sort_keys=True),
-                            skip_reason=reported_note(events) if events else "no in_sync verdict changed")
+                            skip_reason=reported_note(said) if said else "no in_sync verdict changed")
     return sync_status
 
 

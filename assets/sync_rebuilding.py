@@ -6,9 +6,9 @@ its GraphQL (`executionForLatestMaterialization`: the check's latest row, by id)
 "Running" with no text until the run evaluates the check, hiding the verdict said before — e.g. the
 `sync_status` sensor's "stale … (wse-gen › horizon: 2 → 3)" on an asset the run is about to rebuild.
 
-`say_rebuilding` says that verdict again, right after the planned rows exist, as a runless evaluation
-of the asset's newest materialization (so the newest row, and one the UI counts as describing the
-newest materialization): "rebuilding in run <id>; until then: <verdict>". Said by
+`say_rebuilding` says that verdict again, right after the planned rows exist, as the run's evaluation
+of the asset's newest materialization (in the planned row itself, so the newest row, and one the UI
+counts as describing the newest materialization): "rebuilding in run <id>; until then: <verdict>". Said by
 - whatever creates the run where it is ours: `wse materialize` (`saying_rebuilding` wraps the
   instance's run creation in `runner.run_in_location`);
 - the run itself, before its first step (`in_process_saying`: the project's executor, Dagster's
@@ -16,22 +16,29 @@ newest materialization): "rebuilding in run <id>; until then: <verdict>". Said b
 - the `sync_rebuilding` run-status sensor (every 5 s, on runs entering the queue: the automation's,
   backfills', the UI's "Materialize"), for the runs Dagster's daemon creates from a sensor's request.
 The step that builds the asset then reports its own verdict on what it wrote (`assets/sync.py`
-`with_own_check`), which supersedes this one; after a run failed or was canceled, the
+`with_own_check`), which supersedes this one. The mark is the run's own evaluation (`in_run`: it fills
+the run's planned row), not a runless row: the UI shows a run's row also once the run has written the
+asset, so the step's new materialization is never without an evaluation until its hook has said the
+verdict on it (a runless mark describes the materialization before, which the UI then hides: a blank
+check for the seconds the hook takes). The run's data checks (`mark_data_checks`) show their verdict
+said before, marked, until the run evaluates them in the same row. After a run failed or was canceled, the
 `sync_rebuild_failed` / `sync_rebuild_canceled` sensors say the verdict again, unmarked, on the assets
-it did not rebuild (`unmark_ended`). The `sync_status` sensor takes a marked verdict for the same one.
+it did not rebuild (`unmark_ended`, and `unmark_data_checks` for the data checks). The `sync_status`
+sensor takes a marked verdict for the same one, and says a changed one on an asset whose check a run
+in flight has planned as that run's mark.
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
 
-from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetKey, DagsterRun, DagsterRunStatus,
-                     DefaultSensorStatus, Executor, ExecutorDefinition, RunStatusSensorContext, executor,
-                     in_process_executor, run_status_sensor)
+from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckSeverity, AssetKey, AssetRecordsFilter,
+                     DagsterEvent, DagsterEventType, DagsterRun, DagsterRunStatus, DefaultSensorStatus, Executor,
+                     ExecutorDefinition, RunStatusSensorContext, executor, in_process_executor, run_status_sensor)
 
 from assets.automation import LazyGraph
-from assets.sync import IN_SYNC, _evaluation, status_by_asset, verdict
-from wse_platform.dagster_private import AssetGraph, latest_check_executions
+from assets.sync import IN_SYNC, PARTITION_TAG, _evaluation, status_by_asset, verdict
+from wse_platform.dagster_private import AssetGraph, check_history, latest_check_executions
 
 SENSOR = "sync_rebuilding"
 RUN_ID_SHOWN = 8  # the UI shows a run's id by its first 8 characters
@@ -86,43 +93,127 @@ def _said_before(instance, key: AssetKey, storage_id: int) -> tuple | None:
     return None
 
 
+def in_run(instance, run: DagsterRun, ev: AssetCheckEvaluation) -> None:
+    """Record `ev` as run `run`'s evaluation of the check: Dagster stores it in the row the run's plan
+    inserted (the same row the run's own result later fills), not in a new runless row. The UI keeps
+    showing a run's row once the run has written the asset (it describes "the latest materialization"
+    when that comes from the same run), so no moment exists between a step's materialization and the
+    verdict on it (its hook, its check step) where the asset's newest materialization has no
+    evaluation; a runless row of the materialization before would be hidden from that moment."""
+    instance.report_dagster_event(DagsterEvent(DagsterEventType.ASSET_CHECK_EVALUATION.value,
+                                               job_name=run.job_name, event_specific_data=ev), run_id=run.run_id)
+
+
 def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
-                   compute: bool = True, racing: bool = True) -> list[AssetCheckEvaluation]:
+                   compute: bool = True) -> list[AssetCheckEvaluation]:
     """Report, for each asset whose `in_sync` the run's plan has hidden behind a planned row, the
-    verdict on its newest materialization, marked as being rebuilt by the run: computed now
-    (`compute`: the run may exist because something changed since the verdict was said), else the
-    verdict said before on that materialization (copied: two queries and one per asset), computed
-    only where none was. An asset never built has no verdict to hide (none said). `racing`: the run
-    may be executing meanwhile (said from another process).
-    Returns the evaluations reported."""
+    verdict on its newest materialization, marked as being rebuilt by the run, as the run's own
+    evaluation (`in_run`): computed now (`compute`: the run may exist because something changed
+    since the verdict was said), else the verdict said before on that materialization (copied: two
+    queries and one per asset), computed only where none was. An asset never built has no verdict to
+    hide (none said). The run's data checks get theirs too (`mark_data_checks`).
+    Returns the `in_sync` evaluations reported."""
     hidden = planned_by(instance, run)
     built = _newest(instance, hidden) if hidden else {}
-    if not built:
-        return []
-    order = sorted(built, key=lambda k: k.to_user_string())
-    judged = {} if compute else {k: j for k in order if (j := _said_before(instance, k, built[k].storage_id))}
-    todo = [k for k in order if k not in judged]
-    rows = status_by_asset(graph(), instance, assets=todo) if todo else {}
     events = []
-    for key in order:
-        passed, description, meta = judged.get(key) or verdict(rows.get(key.to_user_string(), []))
-        events.append(_evaluation(key, built[key], (passed, rebuilding_text(run.run_id, description),
-                                                    {**meta, "rebuilding_in_run": run.run_id})))
-    # a step of the run may have written one of them meanwhile (its hook said the verdict on that):
-    # the evaluation of an older materialization would hide it
-    if racing:
-        now = _newest(instance, order)
-        events = [ev for ev in events if getattr(now.get(ev.asset_key), "storage_id", None)
-                  == ev.target_materialization_data.storage_id]
-    for ev in events:
-        instance.report_runless_asset_event(ev)
+    if built:
+        order = sorted(built, key=lambda k: k.to_user_string())
+        judged = {} if compute else {k: j for k in order if (j := _said_before(instance, k, built[k].storage_id))}
+        todo = [k for k in order if k not in judged]
+        rows = status_by_asset(graph(), instance, assets=todo) if todo else {}
+        for key in order:
+            passed, description, meta = judged.get(key) or verdict(rows.get(key.to_user_string(), []))
+            events.append(_evaluation(key, built[key], (passed, rebuilding_text(run.run_id, description),
+                                                        {**meta, "rebuilding_in_run": run.run_id})))
+        # a step of the run may be writing one of them meanwhile: its row is the run's, so its
+        # result (and the step's hook, a newer row) supersede this one whatever the order
+        for ev in events:
+            in_run(instance, run, ev)
+    mark_data_checks(graph, instance, run)
     return events
+
+
+def _data_check_keys(graph: Callable[[], AssetGraph], run: DagsterRun) -> list[AssetCheckKey]:
+    """The run's checks other than `in_sync`: its check selection, else those of its selected assets."""
+    if run.asset_check_selection is not None:
+        keys = run.asset_check_selection
+    else:
+        assets = set(run.asset_selection or ())
+        keys = [k for k in graph().asset_check_keys if k.asset_key in assets] if assets else []
+    return sorted((k for k in keys if k.name != IN_SYNC), key=lambda k: (k.asset_key.to_user_string(), k.name))
+
+
+def _run_rows(instance, run: DagsterRun, keys: Sequence[AssetCheckKey]):
+    """(check key, the run's row, the latest evaluated row of the same check and partition before it)
+    for each check of `keys` the run planned (partitioned checks: the run's partition)."""
+    partition = run.tags.get(PARTITION_TAG)
+    for key in keys:
+        mine = before = None
+        for part in dict.fromkeys((partition, None)):  # a run's unpartitioned checks have no partition
+            recs = check_history(instance, key, part, limit=4)
+            mine = next((r for r in recs if r.run_id == run.run_id), None)
+            if mine is not None:
+                before = next((r for r in recs if r.id < mine.id and isinstance(r.evaluation, AssetCheckEvaluation)),
+                              None)
+                break
+        if mine is not None:
+            yield key, mine, before
+
+
+def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> int:
+    """The run's data checks (the other asset checks: the checks kit's, the specs' and corpora's) show
+    the verdict said before on the same partition, marked "rebuilding in run …; until then: …", instead
+    of the planned row's "Running" with no text: copied into the run's row (`in_run`; the check's own
+    result replaces it in the same row when the run evaluates it). A check never evaluated before keeps
+    Dagster's "Running" (there is no verdict to show). Returns how many were marked."""
+    n = 0
+    for key, mine, before in _run_rows(instance, run, _data_check_keys(graph, run)):
+        if isinstance(mine.evaluation, AssetCheckEvaluation) or before is None:
+            continue  # evaluated (or marked) already, or nothing said before
+        ev = before.evaluation
+        in_run(instance, run, AssetCheckEvaluation(
+            asset_key=ev.asset_key, check_name=ev.check_name, passed=ev.passed, severity=ev.severity,
+            description=rebuilding_text(run.run_id, unmarked(ev.description or "")),
+            metadata={**{k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"},
+                      "rebuilding_in_run": run.run_id},
+            target_materialization_data=ev.target_materialization_data, partition=mine.partition))
+        n += 1
+    return n
+
+
+def unmark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun, word: str) -> int:
+    """After run `run` failed or was canceled: its data checks still showing its mark say so in the
+    run's row: the verdict said before, unmarked, where the run did not rebuild the asset (partition);
+    where it did, that the check was not evaluated on what the run wrote (a warning: a check that
+    examined nothing does not pass). Returns how many rows were rewritten."""
+    mark = rebuilding_text(run.run_id, "")
+    n = 0
+    for key, mine, _ in _run_rows(instance, run, _data_check_keys(graph, run)):
+        ev = mine.evaluation
+        if not isinstance(ev, AssetCheckEvaluation) or not (ev.description or "").startswith(mark):
+            continue
+        before = unmarked(ev.description or "")
+        res = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=[mine.partition] if mine.partition else None),
+            limit=1)
+        rebuilt = bool(res.records) and res.records[0].run_id == run.run_id
+        meta = {k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"}
+        passed, severity, text = ev.passed, ev.severity, before
+        if rebuilt:
+            passed, severity = False, AssetCheckSeverity.WARN
+            text = (f"not evaluated: run {run.run_id[:RUN_ID_SHOWN]} {word} before this check ran on what it wrote; "
+                    f"the verdict on the materialization before: {before}")
+        in_run(instance, run, AssetCheckEvaluation(
+            asset_key=ev.asset_key, check_name=ev.check_name, passed=passed, severity=severity, description=text,
+            metadata=meta, target_materialization_data=ev.target_materialization_data, partition=mine.partition))
+        n += 1
+    return n
 
 
 def _say_safely(graph: Callable[[], AssetGraph], instance, run: DagsterRun, compute: bool) -> list:
     """`say_rebuilding` before the run executes (its creator, its executor)."""
     try:
-        return say_rebuilding(graph, instance, run, compute, racing=False)
+        return say_rebuilding(graph, instance, run, compute)
     except Exception as exc:  # noqa: BLE001 - the UI's note must not stop the build
         log.warning("could not report `in_sync` of the assets run %s rebuilds: %s: %s",
                     run.run_id, type(exc).__name__, exc)
@@ -208,8 +299,9 @@ def _ended_sensor(graph, status: DagsterRunStatus):
                                    "run …\" in their `in_sync` check (the verdict is said again, computed then).")
     def ended(context: RunStatusSensorContext):
         events = unmark_ended(graph.resolved, context.instance, context.dagster_run)
+        n = unmark_data_checks(graph.resolved, context.instance, context.dagster_run, word)
         context.log.info(f"run {context.dagster_run.run_id[:RUN_ID_SHOWN]} {word}: `{IN_SYNC}` said again on "
-                         f"{len(events)} assets it did not rebuild")
+                         f"{len(events)} assets it did not rebuild; {n} data checks unmarked")
     return ended
 
 

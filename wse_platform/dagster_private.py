@@ -159,8 +159,35 @@ def latest_check_executions(instance, keys):
     return instance.event_log_storage.get_latest_asset_check_execution_by_key(list(keys))
 
 
+def check_history(instance, key, partition, limit: int):
+    """The newest `limit` execution rows of check `key` for `partition` (None: the rows without one),
+    newest first (`assets/sync_rebuilding.py`: the verdict a run's planned row hides)."""
+    from dagster._core.storage.event_log.base import PartitionKeyFilter
+    return instance.event_log_storage.get_asset_check_execution_history(
+        key, limit=limit, partition_filter=PartitionKeyFilter(key=partition))
+
+
+def shown_in_ui(instance, key):
+    """(status, evaluation or None) the UI shows for check `key` as its GraphQL
+    `executionForLatestMaterialization` resolves it (Dagster's own code: the latest row, kept only if
+    it describes the newest materialization, a run's row also when that run wrote it); None when it
+    shows no execution. status: IN_PROGRESS ("Running"), SUCCEEDED, FAILED, EXECUTION_FAILED, SKIPPED."""
+    import asyncio
+
+    from dagster._core.loader import LoadingContextForTest
+    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecord
+
+    async def resolve():
+        ctx = LoadingContextForTest(instance)
+        rec = await AssetCheckExecutionRecord.gen(ctx, key)
+        if rec is None or not await rec.targets_latest_materialization(ctx):
+            return None
+        return (await rec.resolve_status(ctx)).value, rec.evaluation
+    return asyncio.run(resolve())
+
+
 __all__ = [
-    "AssetCheckEvaluationTargetMaterializationData", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
+    "AssetCheckEvaluationTargetMaterializationData", "check_history", "shown_in_ui", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "ReusedEngineSqliteEventLogStorage",
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",

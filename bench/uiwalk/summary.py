@@ -142,10 +142,38 @@ def gaps(obs, edit_at: float, assets: list[str]) -> list[str]:
         out.append(f"  {what}: " + ("never" if not per else "; ".join(
             f"{a} {len(sp)}x, {sum(t1 - t0 for t0, t1 in sp):.0f} s (longest {max(t1 - t0 for t0, t1 in sp):.0f} s)"
             for a, sp in sorted(per.items()))))
+    out += data_gaps(obs, edit_at, end)
     marked = sorted(a for a in assets if any((d or "").startswith("rebuilding in run ") and ts >= edit_at
                                              for ts, _, d in obs.history.get((a, IN_SYNC), [])))
     out.append(f"  the verdict marked \"rebuilding in run …\" (a run's planned check behind it) seen on "
                f"{len(marked)} of {len(assets)} assets" + (f": {', '.join(marked)}" if marked else ""))
+    return out
+
+
+def data_gaps(obs, edit_at: float, end: float) -> list[str]:
+    """The same windows for the data checks (every check but `in_sync`, every asset), summed per status:
+    how many checks showed it, for how long in all, the longest; and on how many the marked verdict."""
+    out = []
+    keys = sorted(k for k in obs.history if k[1] != IN_SYNC)
+    for status, what in {**GAPS, "EXECUTION_FAILED": "\"Execution failed\""}.items():
+        spans = {}
+        for k in keys:
+            h = obs.history[k]
+            sp = [(max(t0, edit_at), t1) for t0, t1 in
+                  ((ts, (h[i + 1][0] if i + 1 < len(h) else end)) for i, (ts, st, _) in enumerate(h) if st == status)
+                  if t1 > edit_at]
+            if sp:
+                spans[k] = sp
+        if not spans:
+            out.append(f"  data checks, {what}: never")
+            continue
+        longest = max(((t1 - t0), f"{a} · {c}") for (a, c), sp in spans.items() for t0, t1 in sp)
+        out.append(f"  data checks, {what}: {len(spans)} of {len(keys)} checks, "
+                   f"{sum(t1 - t0 for sp in spans.values() for t0, t1 in sp):.0f} s in all "
+                   f"(longest {longest[0]:.0f} s, {longest[1]})")
+    marked = [k for k in keys if any((d or "").startswith("rebuilding in run ") and ts >= edit_at
+                                     for ts, _, d in obs.history[k])]
+    out.append(f"  data checks showing their verdict marked \"rebuilding in run …\": {len(marked)} of {len(keys)}")
     return out
 
 

@@ -126,20 +126,21 @@ def test_a_run_nobody_said_it_for_says_the_verdict_before_its_first_step():
     assert _shown(instance, "verdicts")[0] == "PASSED"
 
 
-def test_a_second_run_copies_the_verdict_once_marked():
+def test_a_second_run_copies_the_verdict_once_marked(monkeypatch):
     """`wse materialize` copies the verdict said on the newest materialization (no status computed);
     a verdict marked by an earlier run that never built the asset is not marked twice."""
-    from assets.sync_rebuilding import say_rebuilding
+    import assets.sync_rebuilding as rebuilding
 
     defs, instance = _stale_verdicts(lambda context, graph: None)
     job = defs.resolve_implicit_global_asset_job_def()
     keys = {AssetKey("table")}
+
+    def no_status(*args, **kwargs):
+        raise AssertionError("computed, not copied")
+    monkeypatch.setattr(rebuilding, "status_by_asset", no_status)
     for _ in range(2):
         run = instance.create_run_for_job(job.get_subset(asset_selection=keys), asset_selection=frozenset(keys))
-
-        def no_graph():
-            raise AssertionError("computed, not copied")
-        [ev] = say_rebuilding(no_graph, instance, run, compute=False)
+        [ev] = rebuilding.say_rebuilding(defs.resolve_asset_graph, instance, run, compute=False)
         assert ev.description.count("rebuilding in run") == 1 and run.run_id[:8] in ev.description
         assert not ev.passed and "stale" in ev.description
 
