@@ -160,6 +160,11 @@ def _run_rows(instance, run: DagsterRun, keys: Sequence[AssetCheckKey]):
             yield key, mine, before
 
 
+def _bare_verdict(ev: AssetCheckEvaluation) -> str:
+    """What a verdict said with no text ("until then: " must not end in nothing)."""
+    return "passed" if ev.passed else f"failed ({ev.severity.value.lower()})"
+
+
 def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> int:
     """The run's data checks (the other asset checks: the checks kit's, the specs' and corpora's) show
     the verdict said before on the same partition, marked "rebuilding in run …; until then: …", instead
@@ -173,7 +178,7 @@ def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun)
         ev = before.evaluation
         in_run(instance, run, AssetCheckEvaluation(
             asset_key=ev.asset_key, check_name=ev.check_name, passed=ev.passed, severity=ev.severity,
-            description=rebuilding_text(run.run_id, unmarked(ev.description or "")),
+            description=rebuilding_text(run.run_id, unmarked(ev.description or "") or _bare_verdict(ev)),
             metadata={**{k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"},
                       "rebuilding_in_run": run.run_id},
             target_materialization_data=ev.target_materialization_data, partition=mine.partition))

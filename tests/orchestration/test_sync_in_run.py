@@ -42,7 +42,8 @@ def _setup():
 
     @asset_check(asset="verdicts", name=DATA)
     def has_rows():
-        return AssetCheckResult(passed=state["rows"] > 0, description=f"{state['rows']} rows checked")
+        return AssetCheckResult(passed=state["rows"] > 0,
+                                description=None if state.get("silent") else f"{state['rows']} rows checked")
 
     @asset(name="table", deps=["verdicts"], code_version="1")
     def table():
@@ -137,6 +138,17 @@ def test_a_data_check_shows_its_verdict_before_marked_while_a_run_rebuilds():
     assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", f"rebuilding in run {run.run_id[:8]}; until then: "
                                                                "3 rows checked")
     assert mark_data_checks(defs.resolve_asset_graph, instance, run) == 0  # once per run
+
+
+def test_a_data_check_that_said_no_text_is_marked_with_its_verdict_word():
+    defs, state = _setup()
+    instance = DagsterInstance.ephemeral()
+    state["silent"] = True
+    assert _materialize(defs, instance, "cell", "verdicts", "table").success
+    assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", "")
+    run = _data_run(defs, instance)
+    assert mark_data_checks(defs.resolve_asset_graph, instance, run) == 1
+    assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", f"rebuilding in run {run.run_id[:8]}; until then: passed")
 
 
 def test_during_and_after_a_run_the_data_check_says_the_mark_then_its_result():
