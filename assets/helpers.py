@@ -120,10 +120,24 @@ def whole_table_rows(wh: Warehouse, table: str) -> int | None:
         return None
 
 
+# Columns naming the `llm_calls` rows of the run that wrote the row: a call id hashes the run id
+# (`wse_platform/llm/client.py`), so a rerun on cached answers writes the same answers with new ids.
+# Nothing downstream reads them (the final tables, SQL models and plots read the answers), so they
+# are left out of a table's data version: a cached rerun keeps it, and the run's `sync_checks` step
+# skips the status of what is downstream (`rebuilt_as_before` in assets/sync.py). The rows keep them.
+RUN_BOUND_COLUMNS = ("llm_call_ids", "llm_call_id")
+
+
 def content_version(df: pl.DataFrame) -> str:
     """A data version from the rows themselves (schema, order and values): identical rows give
-    the identical version, so a no-op rebuild does not mark downstream assets as changed."""
+    the identical version, so a no-op rebuild does not mark downstream assets as changed. The
+    call-id columns (`RUN_BOUND_COLUMNS`) are not part of it: only their presence is."""
+    bound = [c for c in RUN_BOUND_COLUMNS if c in df.columns]
+    if bound:
+        df = df.drop(bound)
     h = hashlib.sha256(str(list(df.schema.items())).encode())
+    if bound:  # (a table without them hashes as before)
+        h.update(str(bound).encode())
     h.update(str(df.height).encode())
     if df.height:
         try:

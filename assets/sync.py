@@ -191,11 +191,30 @@ def build_checks(objs: list, graph: LazyGraph) -> list:
         # what this run's rebuild changed elsewhere (downstream assets, ...): said now, not at the
         # sensor's next tick (up to 30 s later); nothing to say after a rebuild that changed nothing
         g, pk = graph.resolved(), context.run.tags.get(PARTITION_TAG)
+        own = {k.asset_key.to_user_string() for k in context.selected_asset_check_keys}
         if not rebuilt_as_before(context.instance, context.run.run_id,
                                  {k: pk if g.get(k).partitions_def is not None else None for k in after}, after):
-            report_changed_verdicts(g, context.instance,
-                                    skip={k.asset_key.to_user_string() for k in context.selected_asset_check_keys})
+            report_changed_verdicts(g, context.instance, skip=own)
+        else:  # the calls it recorded (cache hits too) are a new version of `llm_calls`: its readers only
+            readers = readers_of_new_calls(g, context.instance, context.run.run_id)
+            if readers:
+                report_changed_verdicts(g, context.instance, skip=own, assets=readers)
     return [sync_checks]
+
+
+def readers_of_new_calls(graph: AssetGraph, instance, run_id: str) -> list[AssetKey]:
+    """The built assets that read `llm_calls` (`llm_usage`) when run `run_id` recorded calls in it
+    (`assets/core.py`'s `mark_llm_calls`): a rebuild `rebuilt_as_before` still changed their inputs."""
+    from assets.core import LLM_CALLS
+    key = AssetKey(LLM_CALLS)
+    if not graph.has(key):
+        return []
+    recs = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=10).records
+    if not any(r.run_id == run_id for r in recs):
+        return []
+    children = [c for c in graph.get(key).child_keys if graph.get(c).is_materializable]
+    built = [r.asset_entry.asset_key for r in instance.get_asset_records(children) if r.asset_entry.last_materialization]
+    return sorted(built, key=lambda k: k.to_user_string())
 
 
 def rebuilt_as_before(instance, run_id: str, partition: Mapping[AssetKey, str | None],
@@ -241,11 +260,13 @@ def _passed_before(instance, key: AssetKey, run_id: str) -> bool:
     return False
 
 
-def report_changed_verdicts(graph: AssetGraph, instance, skip: set[str]) -> int:
+def report_changed_verdicts(graph: AssetGraph, instance, skip: set[str],
+                            assets: Sequence[AssetKey] | None = None) -> int:
     """Report the `in_sync` verdicts that differ from the latest evaluation (as the sensor does),
-    except for the assets in `skip` (those the calling run evaluates itself); returns how many."""
+    except for the assets in `skip` (those the calling run evaluates itself); with `assets`, of those
+    assets and what their status computation covers (their ancestors). Returns how many."""
     in_flight: list = []
-    events, _ = sync_events(graph, instance, {}, skip=skip, in_flight=in_flight)
+    events, _ = sync_events(graph, instance, {}, skip=skip, in_flight=in_flight, assets=assets)
     for ev in events:
         instance.report_runless_asset_event(ev)
     record_in_runs(instance, in_flight)
@@ -279,7 +300,8 @@ def _already_said(record, newest: int, passed: bool, description: str) -> bool:
 
 
 def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[str] = frozenset(),
-                in_flight: list | None = None) -> tuple[list, dict[str, str]]:
+                in_flight: list | None = None,
+                assets: Sequence[AssetKey] | None = None) -> tuple[list, dict[str, str]]:
     """The `in_sync` evaluations to report now, and the new sensor state.
 
     For each materialized asset, the verdict on its newest materialization is compared with the
@@ -294,7 +316,7 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[
     marks = event_marks(graph, instance)
     events: list = []
     state: dict[str, str] = {}
-    by_asset = status_by_asset(graph, instance, marks)
+    by_asset = status_by_asset(graph, instance, marks, assets=assets)
     runs_rows = _rows_of_runs(instance, [a for a in by_asset if marks.get(a, [0])[0] and a not in skip])
     runs: dict[str, object] = {}
     for asset, rows in by_asset.items():

@@ -98,3 +98,44 @@ def test_a_rebuild_that_repairs_a_stale_asset_reports_downstream():
     for pk in CELLS.get_partition_keys():
         _run(defs, instance, ["cell"], pk)
     assert all(_latest(instance, n).passed for n in ("cell", "verdict", "table"))
+
+
+def _defs_with_calls(state: dict):
+    """`cell` records its (cached) calls in the external `llm_calls`, as an LLM asset's step does
+    (`assets/core.py` `mark_llm_calls`); `usage` reads `llm_calls` (as `llm_usage` does)."""
+    from dagster import AssetMaterialization, AssetSpec
+
+    @asset(name="cell", partitions_def=CELLS, code_version="1")
+    def cell(context):
+        context.log_event(AssetMaterialization(asset_key="llm_calls",
+                                               tags={"dagster/data_version": context.run.run_id[:8]}))
+        return MaterializeResult(data_version=DataVersion(state["out"]))
+
+    @asset(name="table", deps=["cell"], code_version="1")
+    def table():
+        return MaterializeResult()
+
+    @asset(name="usage", deps=["llm_calls"], code_version="1")
+    def usage():
+        return MaterializeResult()
+
+    assets, checks, sensors = build([cell, table, usage, AssetSpec("llm_calls", deps=["cell"])])
+    return Definitions(assets=assets, asset_checks=checks, sensors=sensors)
+
+
+def test_a_cached_rerun_that_recorded_calls_reports_the_readers_of_llm_calls(monkeypatch):
+    """Same data versions, but the run's calls (cache hits are recorded too) are a new version of
+    `llm_calls`: the verdict of what reads it is reported at once, and only its status is computed
+    (not the final tables')."""
+    defs = _defs_with_calls({"out": "x"})
+    instance = DagsterInstance.ephemeral()
+    for pk in CELLS.get_partition_keys():
+        _run(defs, instance, ["cell"], pk)
+    _run(defs, instance, ["table", "usage"])
+    assert all(_latest(instance, n).passed for n in ("cell", "table", "usage"))
+    calls = _counting(monkeypatch)
+    _run(defs, instance, ["cell"], "b")
+    assert calls == [[AssetKey("cell")], [AssetKey("usage")]], calls  # the hook; sync_checks: usage only
+    assert _latest(instance, "cell").passed and _latest(instance, "table").passed
+    assert not _latest(instance, "usage").passed  # llm_calls has a new data version
+    assert "llm_calls" in _latest(instance, "usage").description

@@ -48,3 +48,22 @@ def test_table_assets_carry_schema_table_name_owner_and_llm_calls_lineage(config
     llm_assets = {k for k in graph.materializable_asset_keys if "llm" in (graph.get(k).kinds or set())}
     assert llm_assets and llm_assets <= graph.get(AssetKey("llm_calls")).parent_keys
     assert AssetKey("llm_usage") in graph.get(AssetKey("llm_calls")).child_keys
+
+
+def test_call_ids_are_not_part_of_the_data_version():
+    """A rerun on cached answers writes the same verdicts with new call ids (they hash the run id):
+    the data version stays, so the run skips the status of what is downstream (issue 24 item 3);
+    a changed answer, or a column added or dropped, still gives a new one."""
+    from assets.helpers import content_version
+
+    def verdicts(ids, verdict="consistent", **extra):
+        return pl.DataFrame({"seed_id": ["s1", "s2"], "verdict": [verdict, "uncertain"],
+                             "llm_call_ids": [[f"{ids}-1"], [f"{ids}-2", f"{ids}-3"]], **extra})
+
+    assert content_version(verdicts("run1")) == content_version(verdicts("run2"))
+    assert content_version(verdicts("run1")) != content_version(verdicts("run1", verdict="inconsistent"))
+    assert content_version(verdicts("run1")) != content_version(verdicts("run1").drop("llm_call_ids"))
+    one = pl.DataFrame({"rating": [3, 4], "llm_call_id": ["r1-a", "r1-b"]})
+    assert content_version(one) == content_version(one.with_columns(llm_call_id=pl.lit("r2")))
+    # a table without call ids keeps the version it had before (no rebuild marked stale by this change)
+    assert content_version(pl.DataFrame({"a": [1, 2], "b": ["x", "y"]})) == "edd7c6e7ce1f5296"  # (main before it)
