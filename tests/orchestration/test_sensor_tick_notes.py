@@ -31,14 +31,14 @@ def _tick(sensor_def):
 def test_a_sync_status_tick_that_reported_verdicts_says_which(monkeypatch):
     events = [_evaluation(a, False) for a in ("wse_trajectories", "wse_cell_metrics", "wse_x3", "wse_x4", "wse_x5", "wse_x6", "wse_x7")]
     events.append(_evaluation("wse_judge_agreement", True))
-    monkeypatch.setattr(sync, "sync_events", lambda graph, instance, seen: (events, {"x": "1"}))
+    monkeypatch.setattr(sync, "sync_events", lambda graph, instance, seen, **kw: (events, {"x": "1"}))
     data = _tick(sync.build_sensor(automation.LazyGraph([])))
     assert len(data.asset_events) == 8 and data.run_requests == []
     note = data.skip_message
     assert note != EMPTY and note.startswith("reported `in_sync` of 8 assets (no run to request): 7 failed")
     assert "wse_cell_metrics, wse_trajectories" in note and "… and 2 more" in note  # sorted, at most 5 named
     assert note.endswith("1 passed: wse_judge_agreement")
-    monkeypatch.setattr(sync, "sync_events", lambda graph, instance, seen: ([], {}))  # nothing new: as before
+    monkeypatch.setattr(sync, "sync_events", lambda graph, instance, seen, **kw: ([], {}))  # nothing new: as before
     assert _tick(sync.build_sensor(automation.LazyGraph([]))).skip_message == "no in_sync verdict changed"
 
 
