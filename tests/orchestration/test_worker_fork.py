@@ -45,14 +45,18 @@ print(json.dumps({"started": started, "forked": pool.forked, "infos": infos, "me
 """
 
 
-def test_workers_are_forked_from_one_template_that_built_the_definitions(tmp_path):
+def _run(script: str, tmp_path, timeout: int) -> dict:
+    """Run `script` in a fresh interpreter with its own Dagster home; its last stdout line, as JSON."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "DAGSTER_HOME": str(tmp_path / "home")}
     (tmp_path / "home").mkdir()
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=240)
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+def test_workers_are_forked_from_one_template_that_built_the_definitions(tmp_path):
+    got = _run(SCRIPT, tmp_path, timeout=240)
     built = sorted(int(p.name.split("-")[1]) for p in tmp_path.glob("built-*"))
     assert got["started"] and got["forked"]
     assert not got["again"] and not got["then_forked"]   # its workers are spawned, with their own definitions
@@ -110,13 +114,7 @@ with pool:
 def test_prefork_does_not_wait_for_the_template(tmp_path):
     """`Workers.prefork` returns at once while the template still builds the definitions (a fork request is
     answered only after that): the command's own source run starts meanwhile, not after the template."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "DAGSTER_HOME": str(tmp_path / "home")}
-    (tmp_path / "home").mkdir()
-    out = subprocess.run([sys.executable, "-c", PREFORK, str(tmp_path)], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _run(PREFORK, tmp_path, timeout=300)
     assert got["took"] < 3.0, got   # the template sleeps 6 s (after its imports) before it can answer a fork request
     assert got["forking"] == 2 and got["unsubmitted"] == 0
     assert got["spawned"] == 2 and got["processes"] == 2, got   # the runs used the preforked workers, no more
