@@ -299,13 +299,17 @@ class LLMClient:
                                          f"{self.cache.directory / 'journal'} and written when the next run "
                                          "starts") from err
 
+    def _flush_due(self, force: bool = False) -> bool:
+        """Records wait and a batch is due: forced, `flush_every` of them, or the interval is up (under `_lock`)."""
+        waiting = len(self._records) - self._flushed
+        return waiting > 0 and (force or waiting >= self.flush_every
+                                or time.monotonic() - self._last_flush >= self._flush_wait)
+
     def _maybe_flush(self, force: bool = False) -> None:
         if self._sink is None:
             return
         with self._lock:
-            waiting = len(self._records) - self._flushed
-            due = waiting > 0 and (force or waiting >= self.flush_every
-                                   or time.monotonic() - self._last_flush >= self._flush_wait)
+            due = self._flush_due(force)
         if not due or not self._flush_lock.acquire(blocking=force):
             return  # another thread is writing; the next completed call flushes the rest
         try:
@@ -677,10 +681,7 @@ class LLMClient:
             self._maybe_flush()
             return
         with self._lock:
-            waiting = len(self._records) - self._flushed
-            due = waiting > 0 and (waiting >= self.flush_every
-                                   or time.monotonic() - self._last_flush >= self._flush_wait)
-            if not due or self._flush_pending:
+            if not self._flush_due() or self._flush_pending:
                 return
             self._flush_pending = True
             if self._flusher is None:
