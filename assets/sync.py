@@ -312,7 +312,7 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[
     and that run is in flight, the verdict goes there as (run, evaluation marked as that run's) to be
     recorded in the run's row (`sync_rebuilding.in_run`), not in the returned runless events: a runless
     row of the materialization before would blank the check once the run has written the asset."""
-    from assets.sync_rebuilding import rebuilding_text  # imports this module
+    from assets.sync_rebuilding import marked  # imports this module
     marks = event_marks(graph, instance)
     events: list = []
     state: dict[str, str] = {}
@@ -340,8 +340,7 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[
         run = _in_flight(instance, runs, runs_rows[asset].run_id) if in_flight is not None and asset in runs_rows \
             else None
         if run is not None:
-            in_flight.append((run, _evaluation(key, rec, (passed, rebuilding_text(run.run_id, description),
-                                                          {**meta, "rebuilding_in_run": run.run_id}))))
+            in_flight.append((run, _evaluation(key, rec, marked(run.run_id, passed, description, meta))))
         else:
             events.append(_evaluation(key, rec, (passed, description, meta)))
     return events, state

@@ -50,6 +50,19 @@ def rebuilding_text(run_id: str, description: str) -> str:
     return f"{MARK}{run_id[:RUN_ID_SHOWN]}{UNTIL}{description}"
 
 
+MARK_KEY = "rebuilding_in_run"   # the metadata entry of a marked verdict: the run's id
+
+
+def marked(run_id: str, passed: bool, description: str, meta) -> tuple:
+    """(passed, description, metadata) of a verdict marked as being rebuilt by run `run_id`."""
+    return passed, rebuilding_text(run_id, description), {**unmarked_meta(meta), MARK_KEY: run_id}
+
+
+def unmarked_meta(meta) -> dict:
+    """A verdict's metadata without an earlier run's mark."""
+    return {k: v for k, v in meta.items() if k != MARK_KEY}
+
+
 def _run_check_keys(run: DagsterRun) -> list[AssetCheckKey]:
     """The run's `in_sync` checks: its check selection, else those of its selected assets."""
     if run.asset_check_selection is not None:
@@ -88,8 +101,7 @@ def _said_before(instance, key: AssetKey, storage_id: int) -> tuple | None:
             target = ev.target_materialization_data
             if target is None or target.storage_id != storage_id:
                 return None
-            meta = {k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"}
-            return ev.passed, unmarked(ev.description or ""), meta
+            return ev.passed, unmarked(ev.description or ""), unmarked_meta(ev.metadata)
     return None
 
 
@@ -123,8 +135,7 @@ def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
         rows = status_by_asset(graph(), instance, assets=todo) if todo else {}
         for key in order:
             passed, description, meta = judged.get(key) or verdict(rows.get(key.to_user_string(), []))
-            events.append(_evaluation(key, built[key], (passed, rebuilding_text(run.run_id, description),
-                                                        {**meta, "rebuilding_in_run": run.run_id})))
+            events.append(_evaluation(key, built[key], marked(run.run_id, passed, description, meta)))
         # a step of the run may be writing one of them meanwhile: its row is the run's, so its
         # result (and the step's hook, a newer row) supersede this one whatever the order
         for ev in events:
@@ -176,11 +187,11 @@ def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun)
         if isinstance(mine.evaluation, AssetCheckEvaluation) or before is None:
             continue  # evaluated (or marked) already, or nothing said before
         ev = before.evaluation
+        passed, description, meta = marked(run.run_id, ev.passed, unmarked(ev.description or "") or _bare_verdict(ev),
+                                           ev.metadata)
         in_run(instance, run, AssetCheckEvaluation(
-            asset_key=ev.asset_key, check_name=ev.check_name, passed=ev.passed, severity=ev.severity,
-            description=rebuilding_text(run.run_id, unmarked(ev.description or "") or _bare_verdict(ev)),
-            metadata={**{k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"},
-                      "rebuilding_in_run": run.run_id},
+            asset_key=ev.asset_key, check_name=ev.check_name, passed=passed, severity=ev.severity,
+            description=description, metadata=meta,
             target_materialization_data=ev.target_materialization_data, partition=mine.partition))
         n += 1
     return n
@@ -202,7 +213,7 @@ def unmark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRu
             AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=[mine.partition] if mine.partition else None),
             limit=1)
         rebuilt = bool(res.records) and res.records[0].run_id == run.run_id
-        meta = {k: v for k, v in ev.metadata.items() if k != "rebuilding_in_run"}
+        meta = unmarked_meta(ev.metadata)
         passed, severity, text = ev.passed, ev.severity, before
         if rebuilt:
             passed, severity = False, AssetCheckSeverity.WARN

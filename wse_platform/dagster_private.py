@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover
 WORKER_WARM_MODULES = ("dagster._core.execution.api", "dagster._core.storage.base_storage",
                        "dagster._core.secrets.env_file")
 
+
 class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
     """Dagster's SQLite event log storage (same files, schema, rows, locking and retries), except that
     each database file's engine and its connection are kept for the process instead of being made for
