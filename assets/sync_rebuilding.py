@@ -13,8 +13,13 @@ counts as describing the newest materialization): "rebuilding in run <id>; until
   instance's run creation in `runner.run_in_location`);
 - the run itself, before its first step (`in_process_saying`: the project's executor, Dagster's
   in-process one preceded by `say_rebuilding`), for a run no one said it for yet;
-- the `sync_rebuilding` run-status sensor (every 5 s, on runs entering the queue: the automation's,
-  backfills', the UI's "Materialize"), for the runs Dagster's daemon creates from a sensor's request.
+- the instance's run queue (`assets/run_queue.py`, `mark_submitted`), for the runs Dagster's daemon
+  creates (the automation's and sensors' requests, backfills, the UI's "Materialize"): when the run is
+  submitted, right after Dagster created it and its planned rows, before it is queued, the verdicts
+  said before are copied (nothing computed);
+- the `sync_rebuilding` run-status sensor (every 5 s, on runs entering the queue), computed then: a
+  verdict that changed since it was said (the run may exist because of that change), and every run's
+  under a user's own `dagster.yaml` (no run queue of ours).
 The step that builds the asset then reports its own verdict on what it wrote (`assets/sync.py`
 `with_own_check`), which supersedes this one. The mark is the run's own evaluation (`in_run`: it fills
 the run's planned row), not a runless row: the UI shows a run's row also once the run has written the
@@ -72,12 +77,22 @@ def _run_check_keys(run: DagsterRun) -> list[AssetCheckKey]:
     return sorted(keys, key=lambda k: k.asset_key.to_user_string())
 
 
-def planned_by(instance, run: DagsterRun) -> list[AssetKey]:
-    """The assets whose latest `in_sync` row is this run's planned evaluation (one query)."""
+def planned_by(instance, run: DagsterRun, marked_too: bool = False) -> dict[AssetKey, AssetCheckEvaluation | None]:
+    """The assets whose latest `in_sync` row is this run's planned evaluation (-> None) and, with
+    `marked_too`, those where it is this run's "rebuilding" mark (-> that evaluation). One query."""
     keys = _run_check_keys(run)
     latest = latest_check_executions(instance, keys) if keys else {}
-    return [k.asset_key for k, rec in latest.items()
-            if rec.run_id == run.run_id and not isinstance(rec.evaluation, AssetCheckEvaluation)]
+    mark = rebuilding_text(run.run_id, "")
+    out: dict[AssetKey, AssetCheckEvaluation | None] = {}
+    for k, rec in latest.items():
+        if rec.run_id != run.run_id:
+            continue
+        ev = rec.evaluation
+        if not isinstance(ev, AssetCheckEvaluation):
+            out[k.asset_key] = None
+        elif marked_too and (ev.description or "").startswith(mark):
+            out[k.asset_key] = ev
+    return out
 
 
 def _newest(instance, keys: Sequence[AssetKey]) -> dict[AssetKey, object]:
@@ -117,24 +132,36 @@ def in_run(instance, run: DagsterRun, ev: AssetCheckEvaluation) -> None:
 
 
 def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
-                   compute: bool = True) -> list[AssetCheckEvaluation]:
+                   compute: bool = True, missing: bool = True, again: bool = False) -> list[AssetCheckEvaluation]:
     """Report, for each asset whose `in_sync` the run's plan has hidden behind a planned row, the
     verdict on its newest materialization, marked as being rebuilt by the run, as the run's own
     evaluation (`in_run`): computed now (`compute`: the run may exist because something changed
     since the verdict was said), else the verdict said before on that materialization (copied: two
-    queries and one per asset), computed only where none was. An asset never built has no verdict to
-    hide (none said). The run's data checks get theirs too (`mark_data_checks`).
-    Returns the `in_sync` evaluations reported."""
-    hidden = planned_by(instance, run)
-    built = _newest(instance, hidden) if hidden else {}
+    queries and one per asset), computed only where none was (`missing=False`: left planned, nothing
+    computed). An asset never built has no verdict to hide (none said). `again` (with `compute`):
+    also the assets already showing this run's mark (copied when the run was submitted), reported
+    only where the verdict computed now differs. The run's data checks get theirs too
+    (`mark_data_checks`). Returns the `in_sync` evaluations reported."""
+    hidden = planned_by(instance, run, marked_too=again and compute)
+    built = _newest(instance, list(hidden)) if hidden else {}
     events = []
     if built:
         order = sorted(built, key=lambda k: k.to_user_string())
         judged = {} if compute else {k: j for k in order if (j := _said_before(instance, k, built[k].storage_id))}
-        todo = [k for k in order if k not in judged]
+        todo = [k for k in order if k not in judged] if compute or missing else []
         rows = status_by_asset(graph(), instance, assets=todo) if todo else {}
         for key in order:
-            passed, description, meta = judged.get(key) or verdict(rows.get(key.to_user_string(), []))
+            if key in judged:
+                passed, description, meta = judged[key]
+            elif key in todo:
+                passed, description, meta = verdict(rows.get(key.to_user_string(), []))
+            else:
+                continue  # no verdict said on the newest materialization, none computed: left planned
+            shown = hidden[key]
+            if (shown is not None and shown.passed == passed and unmarked(shown.description or "") == description
+                    and shown.target_materialization_data is not None
+                    and shown.target_materialization_data.storage_id == built[key].storage_id):
+                continue  # marked with this verdict already
             events.append(_evaluation(key, built[key], marked(run.run_id, passed, description, meta)))
         # a step of the run may be writing one of them meanwhile: its row is the run's, so its
         # result (and the step's hook, a newer row) supersede this one whatever the order
@@ -142,6 +169,15 @@ def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
             in_run(instance, run, ev)
     mark_data_checks(graph, instance, run)
     return events
+
+
+def mark_submitted(instance, run: DagsterRun, graph: Callable[[], AssetGraph]) -> list[AssetCheckEvaluation]:
+    """When a run Dagster created (a sensor's or the automation's request, a backfill, the UI) is
+    submitted to the queue (`assets/run_queue.py`): its planned rows get the verdicts said before,
+    copied and marked; nothing is computed (`graph` may be the workspace's remote graph: it is only
+    asked for the check keys of the run's assets). An asset with no verdict on its newest
+    materialization stays planned until the `sync_rebuilding` sensor's tick computes one."""
+    return say_rebuilding(graph, instance, run, compute=False, missing=False)
 
 
 def _data_check_keys(graph: Callable[[], AssetGraph], run: DagsterRun) -> list[AssetCheckKey]:
@@ -323,15 +359,17 @@ def _ended_sensor(graph, status: DagsterRunStatus):
 
 def build_sensor(graph) -> object:
     """`sync_rebuilding`: for each run entering the queue (created by Dagster's daemon: the
-    automation's requests, backfills, the UI), `say_rebuilding` — within seconds of the creation,
-    not at the `sync_status` sensor's next tick (30 s) or the run's first step."""
+    automation's requests, backfills, the UI), `say_rebuilding` computed now — within seconds of the
+    creation, not at the `sync_status` sensor's next tick (30 s) or the run's first step. The run
+    queue (`assets/run_queue.py`) has marked the run's rows with the verdicts said before when it
+    queued the run; this says a verdict that changed since (`again`), and the ones it could not copy."""
     @run_status_sensor(run_status=DagsterRunStatus.QUEUED, name=SENSOR, minimum_interval_seconds=5,
                        default_status=DefaultSensorStatus.RUNNING,
                        description="Keeps the `in_sync` verdict visible on the assets a queued run will rebuild "
                                    "(Dagster shows the run's planned check as \"Running\" with no text).")
     def sync_rebuilding(context: RunStatusSensorContext):
         # nothing returned: a tick may see several runs, and one tick takes one skip reason at most
-        events = say_rebuilding(graph.resolved, context.instance, context.dagster_run)
+        events = say_rebuilding(graph.resolved, context.instance, context.dagster_run, again=True)
         context.log.info(f"run {context.dagster_run.run_id[:RUN_ID_SHOWN]}: reported `{IN_SYNC}` of "
-                         f"{len(events)} assets it rebuilds")
+                         f"{len(events)} assets it rebuilds (computed now; unchanged ones not said again)")
     return sync_rebuilding

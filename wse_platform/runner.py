@@ -57,7 +57,8 @@ def dagster_yaml(settings: Settings) -> str:
         "run_monitoring": {"enabled": True, "start_timeout_seconds": 180, "max_resume_run_attempts": 0,
                            "poll_interval_seconds": 60},
         "run_coordinator": {
-            "module": "dagster.core.run_coordinator", "class": "QueuedRunCoordinator",
+            # Dagster's QueuedRunCoordinator, marking a run's planned checks before queuing it (issue 21)
+            "module": "assets.run_queue", "class": "MarkingRunCoordinator",
             "config": {"max_concurrent_runs": max(4, sum(settings.concurrency.values())),
                        "tag_concurrency_limits": [{"key": str(k), "value": str(v), "limit": int(n)}
                                                   for k, v, n in entries]}},

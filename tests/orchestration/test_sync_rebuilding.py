@@ -165,3 +165,39 @@ def test_after_a_failed_run_the_assets_it_did_not_rebuild_lose_the_mark():
     for name in ("verdicts", "table"):
         status, text = _shown(instance, name)
         assert status == "FAILED" and "stale" in text and "rebuilding" not in text, (name, text)
+
+
+def test_the_queued_run_sensor_says_a_verdict_that_changed_since_the_run_queue_copied_it():
+    """The run queue copies the verdict said before (`mark_submitted`, nothing computed); the run may
+    exist because something changed since: the sensor's tick computes it and says the new one in the
+    run's row, and says nothing when it is the same."""
+    from dagster import AssetMaterialization
+
+    from assets.sync_rebuilding import mark_submitted
+    from wse_platform.dagster_private import DATA_VERSION_TAG
+
+    defs, _ = _setup(lambda context, graph: None)
+    instance = DagsterInstance.ephemeral()
+    _run(defs, instance, *NAMES)
+    # a new version of the cell recorded without a run (as `config_observer` records a config edit),
+    # no `sync_status` tick since: `verdicts` still shows "in sync"
+    instance.report_runless_asset_event(AssetMaterialization("cell", tags={DATA_VERSION_TAG: "b"}))
+    assert _shown(instance, "verdicts") == ("PASSED", "in sync with its inputs")
+    job = defs.resolve_implicit_global_asset_job_def()
+    keys = {AssetKey("verdicts")}
+    run = instance.create_run_for_job(job.get_subset(asset_selection=keys), asset_selection=frozenset(keys))
+    [copied] = mark_submitted(instance, run, defs.resolve_asset_graph)
+    mark = f"rebuilding in run {run.run_id[:8]}; until then: "
+    assert _shown(instance, "verdicts") == ("PASSED", mark + "in sync with its inputs")
+    [sensor] = [s for s in defs.sensors if s.name == SENSOR]
+    event = DagsterEvent(DagsterEventType.RUN_ENQUEUED.value, job_name=run.job_name)
+    sensor(build_run_status_sensor_context(SENSOR, event, instance, run))
+    status, text = _shown(instance, "verdicts")  # main: the copy stayed until `sync_status` (30 s)
+    assert status == "FAILED" and text.startswith(mark) and "stale" in text, text
+    rec = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(AssetKey("verdicts"), IN_SYNC))
+    assert rec.run_id == run.run_id  # in the run's own row
+    n = len(instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey("verdicts"), IN_SYNC), limit=50))
+    sensor(build_run_status_sensor_context(SENSOR, event, instance, run))  # the same verdict: not said again
+    assert len(instance.event_log_storage.get_asset_check_execution_history(
+        AssetCheckKey(AssetKey("verdicts"), IN_SYNC), limit=50)) == n
