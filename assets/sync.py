@@ -44,9 +44,9 @@ import json
 from collections.abc import Mapping, Sequence
 
 from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition, DefaultSensorStatus,
-                     HookContext, MetadataValue, SensorEvaluationContext, SensorResult, multi_asset_check, sensor,
-                     success_hook)
+                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition, DagsterEventType,
+                     DefaultSensorStatus, HookContext, MetadataValue, SensorEvaluationContext, SensorResult,
+                     multi_asset_check, sensor, success_hook)
 
 from assets.automation import LazyGraph, named
 from wse_platform.dagster_private import (DATA_VERSION_TAG, AssetCheckEvaluationTargetMaterializationData, AssetGraph,
@@ -209,8 +209,10 @@ def readers_of_new_calls(graph: AssetGraph, instance, run_id: str) -> list[Asset
     key = AssetKey(LLM_CALLS)
     if not graph.has(key):
         return []
-    recs = instance.fetch_materializations(AssetRecordsFilter(asset_key=key), limit=10).records
-    if not any(r.run_id == run_id for r in recs):
+    # the run's own materializations (its event log), not the newest few of `llm_calls`: any number
+    # of other runs may have recorded calls since
+    recs = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+    if not any(r.event_log_entry.dagster_event.asset_key == key for r in recs):
         return []
     children = [c for c in graph.get(key).child_keys if graph.get(c).is_materializable]
     built = [r.asset_entry.asset_key for r in instance.get_asset_records(children) if r.asset_entry.last_materialization]

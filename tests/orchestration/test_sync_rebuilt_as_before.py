@@ -139,3 +139,22 @@ def test_a_cached_rerun_that_recorded_calls_reports_the_readers_of_llm_calls(mon
     assert _latest(instance, "cell").passed and _latest(instance, "table").passed
     assert not _latest(instance, "usage").passed  # llm_calls has a new data version
     assert "llm_calls" in _latest(instance, "usage").description
+
+
+def test_the_readers_of_llm_calls_are_found_however_many_runs_recorded_calls_since():
+    """A run's calls are found in its own materializations, not among the newest few of `llm_calls`:
+    a cell run's `sync_checks` names `usage` even when 12 other runs recorded calls since (main: the
+    last 10 only, and the verdict waited for the `sync_status` sensor)."""
+    from dagster import AssetMaterialization
+
+    defs = _defs_with_calls({"out": "x"})
+    instance = DagsterInstance.ephemeral()
+    _run(defs, instance, ["cell"], "a")
+    _run(defs, instance, ["table", "usage"])
+    [calls_run] = [r.run_id for r in instance.get_runs() if r.tags.get("dagster/partition") == "a"]
+    [other] = [r.run_id for r in instance.get_runs() if r.run_id != calls_run]
+    for i in range(12):  # other runs' batches of calls, newer than this run's
+        instance.report_runless_asset_event(AssetMaterialization("llm_calls", tags={"dagster/data_version": f"o{i}"}))
+    graph = defs.resolve_asset_graph()
+    assert sync.readers_of_new_calls(graph, instance, calls_run) == [AssetKey("usage")]
+    assert sync.readers_of_new_calls(graph, instance, other) == []  # recorded no calls
