@@ -18,7 +18,10 @@
   sweep does, and re-judges cells whose verdicts still come from an older judge configuration
   (e.g. a re-judging run failed, or the change happened while nothing was running).
 - (`assets/sync.py`) the `in_sync` check and its `sync_status` sensor show the `wse status` verdict
-  in the UI, which Dagster does not compute for partitioned assets.
+  in the UI, which Dagster does not compute for partitioned assets. The runs this automation
+  requests are created by Dagster's daemon; the instance's run queue (`assets/run_queue.py`) marks
+  their planned checks "rebuilding in run …; until then: <verdict said before>" as each run is
+  submitted, before it is queued (`assets/sync_rebuilding.py`).
 """
 from __future__ import annotations
 

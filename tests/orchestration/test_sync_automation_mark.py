@@ -107,3 +107,27 @@ def test_the_runs_the_automation_requests_show_the_marked_verdict_from_their_sub
         # what the UI shows
         assert _shown(instance, "verdicts")[1].startswith(mark)
         assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", mark + "3 rows checked")
+
+
+def test_a_run_is_queued_even_when_marking_it_fails(monkeypatch, caplog):
+    import assets.sync_rebuilding as rebuilding
+    from assets.run_queue import MarkingRunCoordinator
+    from dagster import DagsterInstance, QueuedRunCoordinator, SubmitRunContext
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("event log unavailable")
+
+    queued = []
+    monkeypatch.setattr(rebuilding, "mark_submitted", broken)
+    monkeypatch.setattr(QueuedRunCoordinator, "submit_run", lambda self, context: queued.append(context) or "queued")
+    defs, _ = _automated()
+    instance = DagsterInstance.ephemeral()
+    job = defs.resolve_implicit_global_asset_job_def()
+    keys = frozenset({AssetKey("verdicts")})
+    run = instance.create_run_for_job(job.get_subset(asset_selection=keys), asset_selection=keys)
+    coordinator = MarkingRunCoordinator()
+    coordinator.register_instance(instance)
+    context = SubmitRunContext(run, workspace=None)
+    assert coordinator.submit_run(context) == "queued" and queued == [context]  # Dagster's queue, after all
+    assert any("could not mark the checks of run" in r.getMessage() and "event log unavailable" in r.getMessage()
+               for r in caplog.records)
