@@ -79,8 +79,8 @@ def _materialize(args) -> int:
     from wse_platform.parallel_runs import prestart   # the workers' template loads while we import and plan
     shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))
     from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
+    defs = _defs(args)   # first: meanwhile the workers' template creates a fresh instance (worker_template.make_instance)
     instance = get_instance(settings)
-    defs = _defs(args)
     graph = defs.resolve_asset_graph()
     keys = _select(defs, args.select)
     t0 = time.perf_counter()

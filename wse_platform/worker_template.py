@@ -2,11 +2,12 @@
 
 `workers.start_template` starts multiprocessing's fork server with this module preloaded and the
 command's definitions loader in `$WSE_WORKER_TEMPLATE` (JSON: token, "module:function", args). On
-import in the fork server this module imports Dagster, builds those definitions and warms what a run
+import in the fork server this module imports Dagster, creates the instance on a fresh Dagster home
+(`make_instance`), builds those definitions and warms what a run
 imports later (the LLM path, DuckDB, matplotlib's Agg backend), once; every worker process is then a
 fork of it: it costs no imports and no definitions build (`workers.init_worker` takes `DEFS`).
 
-Fork safety: nothing here opens a file of the instance or the warehouse, or starts a thread (the
+Fork safety: nothing here keeps a file of the instance or the warehouse open, or starts a thread (the
 instance is made in each worker after the fork); `check_fork_safe` says so or names what is open.
 Any failure leaves `DEFS` empty (a worker then builds its own definitions, as a spawned one does)
 and is kept in `ERROR` -- the fork server must not die of it.
@@ -35,7 +36,9 @@ def build(spec: str) -> None:
     import importlib
     token, target, args = json.loads(spec)
     module, func = target.split(":")
-    defs = getattr(importlib.import_module(module), func)(*args)
+    loader = getattr(importlib.import_module(module), func)
+    make_instance(target, args)
+    defs = loader(*args)
     import matplotlib
     matplotlib.use("Agg")
     from wse_platform.dagster_private import WORKER_WARM_MODULES
@@ -50,6 +53,34 @@ def build(spec: str) -> None:
         raise RuntimeError(problem)
     DEFS[key(token, target, args)] = defs
     BUILT_BY.append(os.getpid())
+
+
+def make_instance(target: str, args) -> bool:
+    """Create the Dagster instance at $DAGSTER_HOME when the home has none yet (a first command), here, while
+    the command builds its definitions (`cli._materialize` opens the instance after them): the storages'
+    tables are made on this core instead of the command's (~0.7 s of CPU before the first run). Under
+    `runner.get_instance`'s lock, as the command would; everything closed again (fork safety, `check_fork_safe`).
+    True when made; any failure is left to the command, which opens or creates the instance itself and
+    says what is wrong."""
+    if target != "wse_platform.definitions:build_definitions" or not os.environ.get("DAGSTER_HOME"):
+        return False
+    from pathlib import Path
+    home = Path(os.environ["DAGSTER_HOME"])
+    if (home / "history" / "runs.db").exists():
+        return False   # an instance is there: the command opens it (and migrates it if need be)
+    try:
+        from resources import settings_for
+        from wse_platform.dagster_private import release_event_log_connections
+        from wse_platform.runner import get_instance
+        settings = settings_for(args[0] if args else None)
+        if Path(settings.dagster_home).resolve() != home.resolve():
+            return False
+        instance = get_instance(settings)
+        instance.dispose()
+        release_event_log_connections()
+        return True
+    except Exception:  # noqa: BLE001 - the command's own get_instance reports it
+        return False
 
 
 def _draw() -> None:

@@ -120,3 +120,24 @@ def test_prefork_does_not_wait_for_the_template(tmp_path):
     assert got["spawned"] == 2 and got["processes"] == 2, got   # the runs used the preforked workers, no more
     template = [int(p.name.split("-")[1]) for p in tmp_path.glob("built-*")]
     assert len(template) == 1 and all(info[1] == template[0] for info in got["infos"])
+
+
+def test_the_template_creates_a_fresh_instance_and_keeps_nothing_open(config_file, tmp_path):
+    """On a Dagster home with no instance yet, the template creates it (under `get_instance`'s lock) while the
+    command builds its definitions, and closes it again: a fork carries no open file of it. An existing
+    instance, or another loader, is left to the command."""
+    from wse_platform.runner import get_instance
+    from wse_platform.config import load_settings
+    from wse_platform.worker_template import check_fork_safe, make_instance
+
+    home = tmp_path / "dagster_home"
+    target = "wse_platform.definitions:build_definitions"
+    assert not make_instance("tests.orchestration.test_worker_fork:noting_definitions", [str(tmp_path)])
+    assert not (home / "history" / "runs.db").exists()
+    assert make_instance(target, [str(config_file), False])
+    assert (home / "history" / "runs.db").exists() and (home / "dagster.yaml").exists()
+    assert str(home) not in (check_fork_safe() or "")
+    assert not make_instance(target, [str(config_file), False])   # there now: the command opens it
+    instance = get_instance(load_settings(config_file))
+    assert instance.get_runs(limit=1) == []
+    instance.dispose()

@@ -167,3 +167,45 @@ def test_non_tei_root_and_empty_body_rejected(tmp_path):
     g.write_text(SYNTHETIC.split("<text>")[0] + "<text><body><div type='act'/></body></text></TEI>", encoding="utf-8")
     with pytest.raises(TEIError, match="empty.xml"):
         parse_tei(g)
+
+
+def test_names_in_stage_directions_match_the_per_name_search(plays):
+    """`_mentioned`'s one pattern per cast member (names joined) finds exactly what a search per name of >= 3
+    characters finds, on every stage direction of the shipped plays (the source run's speed-up, issue 24)."""
+    import re
+
+    from wse_platform.wse.tei import _mentioned
+
+    def per_name(play, text):
+        return [c.id for c in play.cast.values()
+                if any(len(n) >= 3 and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, flags=re.IGNORECASE)
+                       for n in c.names)]
+
+    checked = 0
+    for play in plays.values():
+        for ev in play.events:
+            if ev.kind == "stage":
+                assert _mentioned(play, ev.text) == per_name(play, ev.text), (play.path, ev.text)
+                checked += 1
+    assert checked > 1000
+
+
+def test_stage_directions_are_read_once_per_play(plays, monkeypatch):
+    """`present_at` at every speech of an unsegmented act (as `worlds._on_stage_groups` calls it) reads each
+    stage direction's text once, not once per speech after it (quadratic: most of the WSE source run)."""
+    import re
+
+    from wse_platform.wse import tei
+
+    play = parse_tei(DRACOR / "ibsdracor/et-dukkehjem.xml")   # a fresh play: no results kept yet
+    seg = play.segments[0]
+    expected = [tei.present_at(plays["ibsdracor/et-dukkehjem.xml"], seg_, ev.position)
+                for seg_ in plays["ibsdracor/et-dukkehjem.xml"].segments[:1] for ev in seg_.events if ev.kind == "speech"]
+    reads: list[str] = []
+    original = tei._mentioned
+    monkeypatch.setattr(tei, "_mentioned", lambda p, text: reads.append(text) or original(p, text))
+    got = [tei.present_at(play, seg, ev.position) for ev in seg.events if ev.kind == "speech"]
+    assert got == expected
+    sentences = sum(len(re.split(r"(?<=[.;!?])\s+", ev.text))
+                    for ev in seg.events if ev.kind == "stage" and not ev.who)
+    assert 0 < len(reads) <= sentences

@@ -262,7 +262,8 @@ class _IdResolver:
 
 
 def _local(el: etree._Element) -> str:
-    return etree.QName(el).localname if isinstance(el.tag, str) else ""
+    tag = el.tag
+    return tag.rpartition("}")[2] if isinstance(tag, str) else ""   # "{ns}name" (Clark notation) or "name"
 
 
 def _parse_body(body: etree._Element, cast: dict[str, CastMember], resolver: _IdResolver,
@@ -297,10 +298,16 @@ def _parse_body(body: etree._Element, cast: dict[str, CastMember], resolver: _Id
     # Attach act-level events to a neighbouring scene of the same act (next one, else previous).
     seg_keys: list[str] = []
     seg_divs: dict[str, etree._Element | None] = {}
+    nearest: list[list] = [[None, None] for _ in raw]   # per event: the next / previous event of its act in a scene
+    for order, side in ((range(len(raw) - 1, -1, -1), 0), (range(len(raw)), 1)):
+        seen: dict[str, tuple] = {}
+        for i in order:
+            nearest[i][side] = seen.get(raw[i][1])
+            if raw[i][3] is not None:
+                seen[raw[i][1]] = raw[i]
     for i, (el, akey, act, skey, sdiv) in enumerate(raw):
         if skey is None:
-            nxt = next((r for r in raw[i + 1:] if r[1] == akey and r[3] is not None), None)
-            prv = next((r for r in reversed(raw[:i]) if r[1] == akey and r[3] is not None), None)
+            nxt, prv = nearest[i]
             pick = nxt or prv
             skey, sdiv = (pick[3], pick[4]) if pick else (akey, None)
         seg_keys.append(skey)
@@ -435,14 +442,25 @@ def locate_snapshot(play: Play, rule: SnapshotRule) -> Snapshot:
     raise SnapshotNotFound(f"{play.path}: snapshot marker not found for rule {rule}")
 
 
+def _memo(play: Play) -> dict:
+    """Per-play results of `_mentioned`'s patterns and `_movements` (a play's text and cast do not change once
+    parsed; `present_at` re-reads every stage direction of a segment for each speech, `world_from_play` calls
+    it for every speech: ~60 % of the WSE source run). Reset if the cast object is replaced."""
+    stamp = (play.language, id(play.cast), len(play.cast))
+    memo = play.__dict__.get("_tei_memo")
+    if memo is None or memo["stamp"] != stamp:
+        patterns = []
+        for c in play.cast.values():   # one pattern per member: any of its names of >= 3 characters
+            names = [re.escape(n) for n in c.names if len(n) >= 3]
+            if names:
+                patterns.append((c.id, re.compile(rf"(?<!\w)(?:{'|'.join(names)})(?!\w)", flags=re.IGNORECASE)))
+        memo = {"stamp": stamp, "patterns": patterns, "movements": {}}
+        play.__dict__["_tei_memo"] = memo
+    return memo
+
+
 def _mentioned(play: Play, text: str) -> list[str]:
-    hits = []
-    for c in play.cast.values():
-        for n in c.names:
-            if len(n) >= 3 and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, flags=re.IGNORECASE):
-                hits.append(c.id)
-                break
-    return hits
+    return [cid for cid, pattern in _memo(play)["patterns"] if pattern.search(text)]
 
 
 # Stage directions without @who: sentence-level movement cues per language. An
@@ -465,7 +483,15 @@ RECENCY_WINDOW = 80  # events; in an act without scenes, who spoke or was named 
 
 
 def _movements(play: Play, text: str) -> tuple[list[str], list[str]]:
-    """(entering/present, leaving) cast ids named in a stage direction, sentence by sentence."""
+    """(entering/present, leaving) cast ids named in a stage direction, sentence by sentence (once per text)."""
+    done = _memo(play)["movements"]
+    if text not in done:
+        done[text] = _movements_of(play, text)
+    enter, leave = done[text]
+    return list(enter), list(leave)
+
+
+def _movements_of(play: Play, text: str) -> tuple[list[str], list[str]]:
     enter, leave = [], []
     ent, ext = ENTRANCE_CUES.get(play.language), EXIT_CUES.get(play.language)
     for sentence in re.split(r"(?<=[.;!?])\s+", text):
