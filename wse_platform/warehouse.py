@@ -224,9 +224,9 @@ class Warehouse:
     def held(self) -> Iterator[None]:
         """One connection (and the inter-process lock) for a burst of short operations of this thread.
 
-        Every DuckDB open costs ~50 ms on the demo warehouse (it reads the whole catalog; timed by
-        hand), so a table write with its metadata queries, or a check op running many queries, holds
-        one connection instead of opening one per query. Not for long work such as LLM calls: other
+        Every open costs the inter-process lock, its owner note and an ATTACH/DETACH of the file (~10 ms
+        of CPU with the lock, `bench/warehouse_open.py`), so a table write with its metadata queries, or a
+        check op running many queries, holds one connection instead of opening one per query. Not for long work such as LLM calls: other
         processes wait for the lock meanwhile."""
         if getattr(self._held, "con", None) is not None:
             yield
