@@ -37,7 +37,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="in-sync-cost-")) / "folder"
     shutil.copytree(args.folder, work, ignore=shutil.ignore_patterns("*.lock", "*.prof", "rerun-*"))
     cfg = work / "wse.yaml"
-    cfg.write_text(cfg.read_text().replace(str(args.folder), str(work)))
+    # the config, the instance's storage folders (dagster.yaml) and the status files name the folder
+    for f in [cfg, *(work / "dagster_home").glob("*.yaml"), *(work / "dagster_home").glob("*.json")]:
+        f.write_text(f.read_text().replace(str(args.folder), str(work)))
     cell = args.cell or cells_of(cfg, 1)[0]
     prof = work / "in_sync_cost.prof"
     cmd = [sys.executable, *profiled(prof), "--config", str(cfg), "materialize", "--select", *SELECT,
