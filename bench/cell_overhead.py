@@ -65,10 +65,19 @@ def env_for(folder: Path) -> dict:
     return env
 
 
+def profiled(out: Path) -> list[str]:
+    """`python -c <code> -` running the CLI's `main` (not `entry`: that ends the process with `os._exit`,
+    so `-m cProfile` never wrote its file) under cProfile with a CPU-time timer, stats written to `out`."""
+    code = ("import cProfile, sys, time\nfrom wse_platform.cli import main\n"
+            "p = cProfile.Profile(time.process_time)\np.enable()\ntry:\n    rc = main(sys.argv[1:])\n"
+            f"finally:\n    p.disable()\n    p.dump_stats({str(out)!r})\nsys.exit(rc)")
+    return ["-c", code]
+
+
 def materialize(folder: Path, cells: list[str], select: list[str], profile: Path | None = None) -> dict:
     """One `wse materialize` command in a fresh process: wall, CPU, the runs' times, its output."""
-    cmd = [sys.executable] + (["-m", "cProfile", "-o", str(profile)] if profile else []) + [
-        "-m", "wse_platform.cli", "--config", str(folder / "wse.yaml"), "materialize",
+    cmd = [sys.executable] + (profiled(profile) if profile else ["-m", "wse_platform.cli"]) + [
+        "--config", str(folder / "wse.yaml"), "materialize",
         "--select", *select, "--partition", *cells, "--parallel", "1"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()

@@ -21,14 +21,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from cell_overhead import SELECT, cells_of, env_for  # noqa: E402
+from cell_overhead import SELECT, cells_of, env_for, profiled  # noqa: E402
 
 COUNTED = ("compute_status", "event_marks", "_status_of", "fetch_materializations", "get_asset_records",
            "fetch_observations", "store_event", "report_runless_asset_event", "own_verdict", "sync_checks",
            "report_changed_verdicts", "run_in_location")
-PROFILER = ("import cProfile, runpy, sys, time; p = cProfile.Profile(time.process_time); sys.argv = ['wse'] + "
-            "sys.argv[2:]; p.enable()\ntry:\n    runpy.run_module('wse_platform.cli', run_name='__main__')\n"
-            "except SystemExit:\n    pass\np.disable(); p.dump_stats(sys.argv_out)")
 
 
 def main() -> int:
@@ -40,11 +37,12 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="in-sync-cost-")) / "folder"
     shutil.copytree(args.folder, work, ignore=shutil.ignore_patterns("*.lock", "*.prof", "rerun-*"))
     cfg = work / "wse.yaml"
-    cfg.write_text(cfg.read_text().replace(str(args.folder), str(work)))
+    # the config, the instance's storage folders (dagster.yaml) and the status files name the folder
+    for f in [cfg, *(work / "dagster_home").glob("*.yaml"), *(work / "dagster_home").glob("*.json")]:
+        f.write_text(f.read_text().replace(str(args.folder), str(work)))
     cell = args.cell or cells_of(cfg, 1)[0]
     prof = work / "in_sync_cost.prof"
-    code = PROFILER.replace("sys.argv_out", repr(str(prof)))
-    cmd = [sys.executable, "-c", code, "-", "--config", str(cfg), "materialize", "--select", *SELECT,
+    cmd = [sys.executable, *profiled(prof), "--config", str(cfg), "materialize", "--select", *SELECT,
            "--partition", cell, "--parallel", "1"]
     t0 = time.perf_counter()
     out = subprocess.run(cmd, cwd=REPO, env=env_for(work), capture_output=True, text=True)

@@ -95,6 +95,88 @@ def _duckdb_holder(message: str) -> str:
     return f"PID {m.group(2)} ({m.group(1)})" if m else "DuckDB did not say which process"
 
 
+# ---- cheap opens: the file attached to one in-memory DuckDB instance per thread ---------------------
+# Creating a DuckDB instance costs ~35-45 ms of CPU on this machine whatever the file (an in-memory one
+# too), and a cell run opens the warehouse ~13 times; attaching the file to an instance the thread keeps,
+# and detaching it after, costs ~4 ms (`bench/warehouse_open.py`). The DETACH closes the file as a close
+# does (a read-write attach is checkpointed, no WAL is left) and releases DuckDB's own file lock, so other
+# processes open it as before; the inter-process lock (`connect`) is unchanged and held around both. The
+# caller gets a new connection (a cursor) of that instance with `USE` on the file, closed after: its
+# session (temporary tables, registered frames, an open transaction) ends with it. An earlier try handed
+# out the instance's own connection, so `wse sql`'s lockdown leaked into later opens; here the instance's
+# configuration is locked (`SET` fails on these connections: DuckDB settings are per instance), and a
+# connection that needs settings passes `config` (`wse sql`) and gets an instance of its own, as before.
+# An instance that refuses the ATTACH for another reason than a lock is replaced once. Catalog name =
+# the file's stem, as a direct open names it (`<stem>.main.<table>`).
+_RESERVED_ALIASES = {"memory", "system", "temp", "main"}
+_bases = threading.local()       # per thread: (pid, instance), {id(cursor): (cursor, alias)}
+_inherited: list = []            # instances inherited through fork: kept as they are, never used or closed
+
+
+def _base() -> duckdb.DuckDBPyConnection:
+    pid, con = getattr(_bases, "held", (None, None))
+    if con is None or pid != os.getpid():  # none yet, or inherited through fork (DuckDB is not fork-safe)
+        if con is not None:
+            _inherited.append(con)
+        con = duckdb.connect(":memory:")
+        con.execute("SET lock_configuration = true")  # no open can change a setting the next one would inherit
+        _bases.held = (os.getpid(), con)
+        _bases.open = {}
+    return con
+
+
+def _drop_base() -> None:
+    """Give this thread's instance up (closing it closes whatever file is still attached)."""
+    pid, con = getattr(_bases, "held", (None, None))
+    _bases.held, _bases.open = (None, None), {}
+    if con is not None and pid == os.getpid():
+        with contextlib.suppress(duckdb.Error):
+            con.close()
+
+
+def _open_aliases() -> set[str]:
+    return {alias for _, alias in getattr(_bases, "open", {}).values()}
+
+
+def _attach(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection of this thread's instance with `path` attached (read-only or not) and in `USE`."""
+    quoted, name = str(path).replace("'", "''"), path.stem.replace('"', '""')
+    sql = f"ATTACH '{quoted}' AS \"{name}\"" + (" (READ_ONLY)" if read_only else "")
+    for fresh in (False, True):
+        base = _base()
+        try:
+            base.execute(sql)
+            break
+        except duckdb.Error as err:
+            if fresh or any(s in str(err) for s in _LOCK_ERRORS):
+                raise
+            _drop_base()  # e.g. a global setting left on this instance refuses ATTACH: a new instance decides
+    cur = base.cursor()
+    try:
+        cur.execute(f'USE "{name}"')
+    except BaseException:
+        cur.close()
+        base.execute(f'DETACH "{name}"')
+        raise
+    _bases.open[id(cur)] = (cur, path.stem)
+    return cur
+
+
+def _close(con: duckdb.DuckDBPyConnection) -> None:
+    """Close what `Warehouse._open` returned: a connection of its own, or an attached one (closed, then
+    the file detached; if the DETACH fails, the thread's instance is given up, which closes the file)."""
+    entry = getattr(_bases, "open", {}).pop(id(con), None)
+    if entry is None:
+        con.close()
+        return
+    with contextlib.suppress(duckdb.Error):
+        con.close()  # ends its session; an open transaction is rolled back
+    try:
+        _base().execute(f'DETACH "{entry[1].replace(chr(34), chr(34) * 2)}"')
+    except duckdb.Error:
+        _drop_base()
+
+
 class Warehouse:
     def __init__(self, path: str | Path, sql_dir: Path = SQL_DIR, lock_timeout: float = 600.0):
         self.path = Path(path)
@@ -131,7 +213,7 @@ class Warehouse:
             try:
                 yield con
             finally:
-                con.close()
+                _close(con)
         finally:
             if not shared:
                 with contextlib.suppress(OSError):
@@ -142,9 +224,9 @@ class Warehouse:
     def held(self) -> Iterator[None]:
         """One connection (and the inter-process lock) for a burst of short operations of this thread.
 
-        Every DuckDB open costs ~50 ms on the demo warehouse (it reads the whole catalog; timed by
-        hand), so a table write with its metadata queries, or a check op running many queries, holds
-        one connection instead of opening one per query. Not for long work such as LLM calls: other
+        Every open costs the inter-process lock, its owner note and an ATTACH/DETACH of the file (~10 ms
+        of CPU with the lock, `bench/warehouse_open.py`), so a table write with its metadata queries, or a
+        check op running many queries, holds one connection instead of opening one per query. Not for long work such as LLM calls: other
         processes wait for the lock meanwhile."""
         if getattr(self._held, "con", None) is not None:
             yield
@@ -213,7 +295,9 @@ class Warehouse:
         next_notice = start + NOTICE_AFTER_S
         while True:
             try:
-                return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
+                if config or self.path.stem.lower() in _RESERVED_ALIASES or self.path.stem in _open_aliases():
+                    return duckdb.connect(str(self.path), read_only=read_only, config=config or {})
+                return _attach(self.path, read_only)
             except duckdb.Error as err:  # another (non-cooperating) process holds the file?
                 if not any(s in str(err) for s in _LOCK_ERRORS):
                     raise WarehouseError(self._open_failure(err)) from err
