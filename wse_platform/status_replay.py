@@ -127,7 +127,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     from wse_platform.dagster_private import extract_data_provenance_from_entry
     from wse_platform.status import is_config, parent_partitions, record_data_version
     from wse_platform.status_edits import EditLog, record_changes
-    from wse_platform.status_switch import gather_latest, gather_stub_facts, switchable, toposorted
+    from wse_platform.status_switch import gather_latest, gather_stub_facts, switchable, toposorted, turned_off
 
     from wse_platform.status import _signatures, event_marks
 
@@ -216,10 +216,16 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     whole = {name: json.loads(sig) for name, sig in _signatures(graph).items()}
     switch_facts = {"graph": whole, "latest": gather_latest(graph, instance)} \
         if toposorted(whole) == [k.to_user_string() for k in keys] else {}  # else a switch is checked in full
-    return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
-            **switch_facts,
-            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
-            "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
+    out = {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
+           **switch_facts,
+           "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
+           "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
+    from wse_platform.status_switch import keep_before  # a switch just turned off: for turning it back on
+    before = keep_before(prev, json.loads(json.dumps(out)), instance) if switch_facts else None
+    if before is None and prev.get("before") and turned_off(prev["before"]["shape"], out["shape"]) \
+            and prev.get("marks") == marks:  # checked again with nothing recorded since: still holds
+        before = prev["before"]
+    return {**out, "before": before} if before else out
 
 
 class _ConfigRecords:
@@ -329,10 +335,15 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
         return None
     if not same_shape(facts, settings):  # a partition list changed (a model added...): see status_reshape
         from wse_platform.status_reshape import encode, reshape
-        from wse_platform.status_switch import switch_off, turned_off
+        from wse_platform.status_switch import restore, switch_off, turned_off
         new_shape = encode(shape(settings))
         off = turned_off(facts["shape"], new_shape)  # a judge or the ablation turned off: status_switch
-        facts = switch_off(facts, off) if off else reshape(facts, settings, new_shape)
+        if off:
+            facts = switch_off(facts, off)
+        elif facts.get("before") and facts["before"]["shape"] == new_shape:  # and back on
+            facts = restore(facts, new_shape)
+        else:
+            facts = reshape(facts, settings, new_shape)
         if facts is None:
             return None
     current: dict[tuple[str, str | None], tuple[str | None, list[str]]] = {}  # config partition -> version, changes

@@ -199,3 +199,73 @@ def gather_latest(graph, instance) -> dict[str, list]:
         rec = found[0].asset_entry.last_materialization_record if found else None
         out[name] = [record_data_version(rec), record_changes(rec) if rec is not None else []]
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A switch turned back on: the facts of the last full check before it was turned off
+
+
+def keep_before(prev: dict | None, facts: dict, instance) -> dict | None:
+    """What a full check with a switch just turned off keeps of the previous full check (`prev`, the
+    switch on) so that turning it back on is replayed (`restore`): its facts, when nothing was
+    recorded between the two checks but config versions (every other asset's marks, the removed
+    assets' included, are the same), with the config records added since ("since": per config asset,
+    [partition, what it says changed], oldest first)."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    from wse_platform.status_edits import record_changes
+
+    if not prev or "graph" not in prev or not turned_off(prev["shape"], facts["shape"]):
+        return None
+    old_marks, marks = prev.get("marks") or {}, facts.get("marks") or {}
+    gone = [n for n in old_marks if n not in marks]
+    records = {r.asset_entry.asset_key.to_user_string(): r for r in instance.get_asset_records([AssetKey(n) for n in gone])}
+    for name in gone:
+        rec = records.get(name)
+        if [rec.asset_entry.last_materialization_storage_id or 0 if rec else 0, 0] != [old_marks[name][0], 0] \
+                or old_marks[name][1]:
+            return None
+    since: dict[str, list] = {}
+    for name, mark in marks.items():
+        if mark == old_marks.get(name):
+            continue
+        if name not in facts["config"] or name not in old_marks:
+            return None  # a run, an observation, an asset added...: checked in full when turned back on
+        res = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(name),
+                                                                 after_storage_id=old_marks[name][0]),
+                                              limit=1000, ascending=True)
+        if res.has_more:
+            return None
+        since[name] = [[r.partition_key, record_changes(r)] for r in res.records]
+    return {**{k: v for k, v in prev.items() if k not in ("before", "state", "at")}, "since": since}
+
+
+def restore(facts: dict, new_shape: dict) -> dict | None:
+    """The facts of the switch-on graph (`keep_before`) brought up to now: the config versions
+    recorded since are the current ones (and what reads a config asset with a new record is
+    replayed), the edits recorded since are named on the built partitions that have them as
+    sources; None if the new settings are not of the kept facts' shape."""
+    before = facts.get("before")
+    if before is None or before["shape"] != new_shape or set(before["config"]) != set(facts["config"]):
+        return None
+    out = copy.deepcopy(before)
+    out["config"] = facts["config"]
+    assets = {a["name"]: a for a in out["assets"]}
+    since = out.pop("since")
+    for label, fact in out["built"].items():
+        name, pk = label[:-1].split("[", 1)
+        asset = assets.get(name)
+        if asset is None:
+            return None
+        for source, records in since.items():
+            if source not in asset["sources"]:
+                continue
+            same = pk != "None" and source in asset["same"]
+            added = [changes for ppk, changes in records if not (same and ppk != pk)]
+            if added:
+                fact.setdefault("edits", {}).setdefault(source, []).extend(added)
+        for per in fact.get("pv", {}).values():
+            for entry in per.values():
+                entry[1] = True  # a newer record may exist now: compare the version read with the current one
+    out["redo"] = list(out.get("redo", [])) + sorted(since)
+    return out
