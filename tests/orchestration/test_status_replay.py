@@ -165,11 +165,17 @@ def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny
     edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v1"))
     _status(capsys)
     judge = load_settings(str(tiny)).wse.richness_judge.model_dump()
+    consistency = load_settings(str(tiny)).wse.consistency_judge.model_dump()
     edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=None))  # a judge switched off: replayed
     assert REPLAYED in _status(capsys)
     _status(capsys, "--full")
-    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=judge))  # and on: its assets come back
+    edit_config(tiny, lambda raw: raw["wse"].update(consistency_judge=None))  # the other too, checked in full
+    _status(capsys, "--full")
+    # one back on: not the graph of any full check kept (`status_switch.restore`)
+    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=judge))
     assert REPLAYED not in _status(capsys)
+    edit_config(tiny, lambda raw: raw["wse"].update(consistency_judge=consistency))
+    _status(capsys)
     with DagsterInstance.get() as instance:  # a run, the UI or a sensor recorded something
         instance.report_runless_asset_event(AssetMaterialization("wse_trajectories", partition=CELL))
     edit_config(tiny, lambda raw: raw["wse"].update(horizon=2))

@@ -48,24 +48,30 @@ def test_a_switch_turned_off_gives_the_graph_the_definitions_build(tmp_path):
         assert status_switch.toposorted(mine) == off_order, switch
 
 
-def test_a_judge_turned_off_is_replayed_as_the_full_check_reports_it(tiny, capsys, monkeypatch):
+def test_a_judge_turned_off_and_back_on_is_replayed_as_the_full_check_reports_it(tiny, capsys, monkeypatch):
     assert "0 stale, 0 missing" in _status(capsys)
-    richness = load_settings(str(tiny)).wse.richness_judge.model_dump()
+    settings = load_settings(str(tiny))
+    richness, consistency = settings.wse.richness_judge.model_dump(), settings.wse.consistency_judge.model_dump()
     # the richness judge off: the tables that still name its verdicts read Dagster's stub of them
     edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=None))
     replayed = _replayed(capsys, monkeypatch)
     assert "wse_richness_verdicts: has a new dependency data version" in replayed
     assert f"wse_richness_verdicts[{CELL}]" not in replayed
     assert _report(_status(capsys, "--full")) == _report(replayed)
-    # then the consistency judge too (from facts without the richness verdicts), listing every row
+    # back on (its verdicts built before): replayed on the facts of the full check before the switch
+    # (`status_switch.restore`), the judge configuration recorded meanwhile named as an edit
+    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=richness))
+    replayed = _replayed(capsys, monkeypatch, "--all")
+    assert f"fresh      wse_richness_verdicts[{CELL}]" in replayed
+    assert _report(_status(capsys, "--full", "--all")) == _report(replayed)
+    # the consistency judge off, listing every row
     edit_config(tiny, lambda raw: raw["wse"].update(consistency_judge=None))
     replayed = _replayed(capsys, monkeypatch, "--all")
     assert "wse_consistency_verdicts: has a new dependency data version" in replayed
     assert f"wse_consistency_steps[{CELL}]" not in replayed and "fresh      wse_trajectories" in replayed
     assert _report(_status(capsys, "--full", "--all")) == _report(replayed)
-    # a judge back on: its assets come back (checked in full), then the other off again is replayed
-    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=richness))
-    _status(capsys)
-    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=None))
+    # back on with a setting edited at the same time
+    edit_config(tiny, lambda raw: raw["wse"].update(horizon=2, consistency_judge=consistency))
     replayed = _replayed(capsys, monkeypatch)
+    assert "horizon: 1 → 2" in replayed and f"stale      wse_consistency_steps[{CELL}]" in replayed
     assert _report(_status(capsys, "--full")) == _report(replayed)
