@@ -127,7 +127,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     from wse_platform.dagster_private import extract_data_provenance_from_entry
     from wse_platform.status import is_config, parent_partitions, record_data_version
     from wse_platform.status_edits import EditLog, record_changes
-    from wse_platform.status_switch import gather_latest, gather_stub_facts, switchable, toposorted, turned_off
+    from wse_platform.status_switch import gather_latest, gather_stub_facts, switchable, toposorted
 
     from wse_platform.status import _signatures, event_marks
 
@@ -222,7 +222,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
            "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
     from wse_platform.status_switch import keep_before  # a switch just turned off: for turning it back on
     before = keep_before(prev, json.loads(json.dumps(out)), instance) if switch_facts else None
-    if before is None and prev.get("before") and turned_off(prev["before"]["shape"], out["shape"]) \
+    if before is None and prev.get("before") and prev["before"]["shape"] != out["shape"] \
             and prev.get("marks") == marks:  # checked again with nothing recorded since: still holds
         before = prev["before"]
     return {**out, "before": before} if before else out

@@ -206,7 +206,7 @@ def gather_latest(graph, instance) -> dict[str, list]:
 
 
 def keep_before(prev: dict | None, facts: dict, instance) -> dict | None:
-    """What a full check with a switch just turned off keeps of the previous full check (`prev`, the
+    """What a full check with a switch just turned off (or partitions just removed) keeps of the previous full check (`prev`, the
     switch on) so that turning it back on is replayed (`restore`): its facts, when nothing was
     recorded between the two checks but config versions (every other asset's marks, the removed
     assets' included, are the same), with the config records added since ("since": per config asset,
@@ -215,8 +215,8 @@ def keep_before(prev: dict | None, facts: dict, instance) -> dict | None:
 
     from wse_platform.status_edits import record_changes
 
-    if not prev or "graph" not in prev or not turned_off(prev["shape"], facts["shape"]):
-        return None
+    if not prev or "graph" not in prev or prev["shape"] == facts["shape"]:
+        return None  # kept after a switch turned off or partitions removed (a model, an architecture...)
     old_marks, marks = prev.get("marks") or {}, facts.get("marks") or {}
     gone = [n for n in old_marks if n not in marks]
     records = {r.asset_entry.asset_key.to_user_string(): r for r in instance.get_asset_records([AssetKey(n) for n in gone])}
@@ -249,9 +249,13 @@ def restore(facts: dict, new_shape: dict) -> dict | None:
     if before is None or before["shape"] != new_shape or set(before["config"]) != set(facts["config"]):
         return None
     out = copy.deepcopy(before)
-    out["config"] = facts["config"]
-    assets = {a["name"]: a for a in out["assets"]}
     since = out.pop("since")
+    for name, entries in out["config"].items():  # the versions recorded now; those of partitions the
+        now = {e[0]: e for e in facts["config"][name]}  # check since did not have: as recorded before
+        if any(pk not in now for pk, _ in since.get(name, [])):
+            return None
+        out["config"][name] = [now.get(e[0], e) for e in entries]
+    assets = {a["name"]: a for a in out["assets"]}
     for label, fact in out["built"].items():
         name, pk = label[:-1].split("[", 1)
         asset = assets.get(name)
