@@ -21,7 +21,11 @@ computes in full:
   (`test_status_replay` builds the definitions of the shipped config with every number, text and
   judge panel changed and every other setting turned on or off, and compares the graphs), so the
   saved graph holds; or they differ in partition lists only (a model, an architecture... added or
-  removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`.
+  removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`;
+  or a graph switch was turned off (a judge panel, the NCP ablation): the saved graph without the
+  switched assets, see `status_switch.py`; or the settings are back to the shape of the full check
+  before the last graph-changing one (a switch back on, cells added back), with nothing but config
+  versions recorded between the two checks: replayed on that check's facts (`status_switch.restore`).
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
 does what the full check would do after recording the changed ones: for every built partition
 downstream of a changed one, the cause lines Dagster's resolver gives (its saved causes that are
@@ -85,11 +89,13 @@ def graph_switches(settings: Settings) -> dict[str, bool]:
     `test_the_same_shape_means_the_same_graph` turns every other setting of the shipped config on
     or off at once and compares the graphs; and each switch here changes the graph).
 
-    A switch turned is checked in full: an asset switched off stays in the instance, and the tables
-    that list it as a dependency then read it as an unpartitioned external asset, which Dagster's
-    resolver compares with their provenance (after `wse.richness_judge: null` on the demo every WSE
-    table gets `wse_richness_verdicts: has a new dependency data version`): an edge the facts do
-    not hold. An asset switched back on has no facts at all (the last full check did not have it)."""
+    An asset switched off stays in the instance, and the tables that list it as a dependency then
+    read it as an unpartitioned external asset, which Dagster's resolver compares with their
+    provenance (after `wse.richness_judge: null` on the demo every WSE table gets
+    `wse_richness_verdicts: has a new dependency data version`): `status_switch` replays that from
+    the edges the facts save. A switch turned on is replayed only back to the graph of the full check
+    kept from before it was turned off (`status_switch.restore`); else (assets never in a full check's
+    graph, the rubric) it is checked in full."""
     return {"wse.consistency_judges": settings.wse.consistency_judge is not None,
             "wse.richness_judges": settings.wse.richness_judge is not None,
             "ncp.ablation": settings.ncp.ablation is not None,
@@ -214,16 +220,17 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     done = {a["name"]: sorted(instance.get_materialized_partitions(_asset_key(a["name"])))
             for a in assets if a["partitioned"]}  # ever built, also partitions no longer in the graph
     whole = {name: json.loads(sig) for name, sig in _signatures(graph).items()}
+    code = status_report.quick_key(settings, with_settings=False, with_events=False)
     switch_facts = {"graph": whole, "latest": gather_latest(graph, instance)} \
         if toposorted(whole) == [k.to_user_string() for k in keys] else {}  # else a switch is checked in full
     out = {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
            **switch_facts,
            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
-           "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
+           "families": fams, "family_keys": family_keys, "done": done, "marks": marks, "code": code}
     from wse_platform.status_switch import keep_before  # a switch just turned off: for turning it back on
     before = keep_before(prev, json.loads(json.dumps(out)), instance) if switch_facts else None
     if before is None and prev.get("before") and prev["before"]["shape"] != out["shape"] \
-            and prev.get("marks") == marks:  # checked again with nothing recorded since: still holds
+            and prev.get("marks") == marks and prev.get("code") == code:  # checked again with nothing recorded since: still holds
         before = prev["before"]
     return {**out, "before": before} if before else out
 

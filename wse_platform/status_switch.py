@@ -18,9 +18,19 @@ are in the new graph's topological order (Dagster's: levels, by name), each asse
 the new graph. `tests/orchestration/test_status_switch.py` checks the graph transform against the
 definitions built with each switch turned off, and the replayed report against the full check.
 
-Not replayed (the full check): a switch turned on (the assets it adds, their partitions and place in
-the graph come from the definitions), the 100-Endings rubric turned off (the tables drop the edge
-and their own definitions change), a partitioned asset reading a removed one.
+Back on (and cells added back): a full check whose graph differs from the previous one's keeps that
+check's facts ("before", `keep_before`) when nothing but config versions was recorded between the two
+(every other asset's newest materialization and observation the same, the switched-off assets'
+included) and the same code (`status_report.quick_key` without events), with the config records
+added since. Settings of that shape again are replayed on those
+facts with the config versions recorded now and those records named as edits (`restore`). One such
+step back is kept: two graph changes in a row, then back to neither graph, or a run in between,
+means the full check.
+
+Not replayed (the full check): a switch turned on to a graph no kept check had (the assets it adds,
+their partitions and place in the graph come from the definitions), the 100-Endings rubric turned off
+(the tables drop the edge: Dagster's "removed dependency" cause, not saved), a partitioned asset
+reading a removed one.
 """
 from __future__ import annotations
 
@@ -217,6 +227,8 @@ def keep_before(prev: dict | None, facts: dict, instance) -> dict | None:
 
     if not prev or "graph" not in prev or prev["shape"] == facts["shape"]:
         return None  # kept after a switch turned off or partitions removed (a model, an architecture...)
+    if prev.get("code") is None or prev.get("code") != facts.get("code"):
+        return None  # the code, Dagster or a file the settings name changed between the two checks
     old_marks, marks = prev.get("marks") or {}, facts.get("marks") or {}
     gone = [n for n in old_marks if n not in marks]
     records = {r.asset_entry.asset_key.to_user_string(): r for r in instance.get_asset_records([AssetKey(n) for n in gone])}
