@@ -21,7 +21,11 @@ computes in full:
   (`test_status_replay` builds the definitions of the shipped config with every number, text and
   judge panel changed and every other setting turned on or off, and compares the graphs), so the
   saved graph holds; or they differ in partition lists only (a model, an architecture... added or
-  removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`.
+  removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`;
+  or a graph switch was turned off (a judge panel, the NCP ablation): the saved graph without the
+  switched assets, see `status_switch.py`; or the settings are back to the shape of the full check
+  before the last graph-changing one (a switch back on, cells added back), with nothing but config
+  versions recorded between the two checks: replayed on that check's facts (`status_switch.restore`).
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
 does what the full check would do after recording the changed ones: for every built partition
 downstream of a changed one, the cause lines Dagster's resolver gives (its saved causes that are
@@ -51,8 +55,9 @@ from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge
 from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
-_FORMAT = 4  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families;
-# 4: the shape's switches instead of a skeleton of every setting
+_FORMAT = 5  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families;
+# 4: the shape's switches instead of a skeleton of every setting; 5: the whole graph and the switchable
+# assets' edges (`status_switch`)
 RESOLVER_REASON = "has a new dependency data version"  # Dagster's words for a changed unpartitioned config
 REPLAYED = "the config edit replayed on the full check of"
 
@@ -84,11 +89,13 @@ def graph_switches(settings: Settings) -> dict[str, bool]:
     `test_the_same_shape_means_the_same_graph` turns every other setting of the shipped config on
     or off at once and compares the graphs; and each switch here changes the graph).
 
-    A switch turned is checked in full: an asset switched off stays in the instance, and the tables
-    that list it as a dependency then read it as an unpartitioned external asset, which Dagster's
-    resolver compares with their provenance (after `wse.richness_judge: null` on the demo every WSE
-    table gets `wse_richness_verdicts: has a new dependency data version`): an edge the facts do
-    not hold. An asset switched back on has no facts at all (the last full check did not have it)."""
+    An asset switched off stays in the instance, and the tables that list it as a dependency then
+    read it as an unpartitioned external asset, which Dagster's resolver compares with their
+    provenance (after `wse.richness_judge: null` on the demo every WSE table gets
+    `wse_richness_verdicts: has a new dependency data version`): `status_switch` replays that from
+    the edges the facts save. A switch turned on is replayed only back to the graph of the full check
+    kept from before it was turned off (`status_switch.restore`); else (assets never in a full check's
+    graph, the rubric) it is checked in full."""
     return {"wse.consistency_judges": settings.wse.consistency_judge is not None,
             "wse.richness_judges": settings.wse.richness_judge is not None,
             "ncp.ablation": settings.ncp.ablation is not None,
@@ -126,8 +133,9 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     from wse_platform.dagster_private import extract_data_provenance_from_entry
     from wse_platform.status import is_config, parent_partitions, record_data_version
     from wse_platform.status_edits import EditLog, record_changes
+    from wse_platform.status_switch import gather_latest, gather_stub_facts, switchable, toposorted
 
-    from wse_platform.status import event_marks
+    from wse_platform.status import _signatures, event_marks
 
     keys = list(graph.toposorted_asset_keys)
     # what the last full check gathered, reused where nothing it was read from changed (`stamp`)
@@ -192,7 +200,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
             old = (prev.get("built") or {}).get(label)
             if old is not None and old.get("stamp") == stamp:
                 built[label] = {"edits": old["edits"], **(row.facts or {}),
-                                **{k: old[k] for k in ("uv", "pv") if k in old}, "stamp": stamp}
+                                **{k: old[k] for k in ("uv", "pv", "sw") if k in old}, "stamp": stamp}
                 continue
             fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition), **(row.facts or {})}
             if config_parents:
@@ -200,15 +208,31 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                     latest = _latest_records(instance, key, pdef is not None)
                 fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
                                           config_records, extract_data_provenance_from_entry))
+            if pdef is None and any(p.to_user_string() in switchable() for p in node.parent_keys):
+                if latest is None:
+                    latest = _latest_records(instance, key, False)
+                fact["sw"] = gather_stub_facts(graph, instance, key, None, latest.get(None),
+                                               extract_data_provenance_from_entry)
             built[label] = {**fact, "stamp": stamp}
     from wse_platform.status_reshape import saved_families
     fams, family_keys = saved_families(settings, {**{a["name"]: a["pks"] for a in assets},
                                                   **{n: [e[0] for e in entries] for n, entries in config.items()}})
     done = {a["name"]: sorted(instance.get_materialized_partitions(_asset_key(a["name"])))
             for a in assets if a["partitioned"]}  # ever built, also partitions no longer in the graph
-    return {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
-            "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
-            "families": fams, "family_keys": family_keys, "done": done, "marks": marks}
+    whole = {name: json.loads(sig) for name, sig in _signatures(graph).items()}
+    code = status_report.quick_key(settings, with_settings=False, with_events=False)
+    switch_facts = {"graph": whole, "latest": gather_latest(graph, instance)} \
+        if toposorted(whole) == [k.to_user_string() for k in keys] else {}  # else a switch is checked in full
+    out = {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
+           **switch_facts,
+           "assets": assets, "built": built, "rows": [[r.asset, r.partition, r.status, r.causes] for r in rows],
+           "families": fams, "family_keys": family_keys, "done": done, "marks": marks, "code": code}
+    from wse_platform.status_switch import keep_before  # a switch just turned off: for turning it back on
+    before = keep_before(prev, json.loads(json.dumps(out)), instance) if switch_facts else None
+    if before is None and prev.get("before") and prev["before"]["shape"] != out["shape"] \
+            and prev.get("marks") == marks and prev.get("code") == code:  # checked again with nothing recorded since: still holds
+        before = prev["before"]
+    return {**out, "before": before} if before else out
 
 
 class _ConfigRecords:
@@ -318,7 +342,15 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
         return None
     if not same_shape(facts, settings):  # a partition list changed (a model added...): see status_reshape
         from wse_platform.status_reshape import encode, reshape
-        facts = reshape(facts, settings, encode(shape(settings)))
+        from wse_platform.status_switch import restore, switch_off, turned_off
+        new_shape = encode(shape(settings))
+        off = turned_off(facts["shape"], new_shape)  # a judge or the ablation turned off: status_switch
+        if off:
+            facts = switch_off(facts, off)
+        elif facts.get("before") and facts["before"]["shape"] == new_shape:  # and back on
+            facts = restore(facts, new_shape)
+        else:
+            facts = reshape(facts, settings, new_shape)
         if facts is None:
             return None
     current: dict[tuple[str, str | None], tuple[str | None, list[str]]] = {}  # config partition -> version, changes
@@ -344,7 +376,8 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
         rows = saved.get(a["name"], [])
         if a["name"] in dirty or any(p[0] in dirty for p in a["parents"]) or any(s in dirty for s in a["sources"]):
             dirty.add(a["name"])
-            rows = [_row(a, r, facts["built"], current, changed, order, seen) for r in rows]
+            rows = [_row(a, r, facts["built"], current, changed, order, seen, facts.get("latest", {}))
+                    for r in rows]
         for r in rows:
             seen[(r.asset, r.partition)] = r.status
         out += rows
@@ -352,7 +385,7 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
 
 
 def _row(asset: dict, row: CellStatus, built: dict, current: dict, changed: dict, order: dict,
-         seen: dict) -> CellStatus:
+         seen: dict, latest: dict) -> CellStatus:
     """The row as the full check would compute it once the changed config versions are recorded."""
     if row.status == MISSING:
         return row
@@ -366,6 +399,8 @@ def _row(asset: dict, row: CellStatus, built: dict, current: dict, changed: dict
         if version != read:
             line = f"{pname}: {RESOLVER_REASON}"
             resolver.append((sort_key, line + (f" ({'; '.join(what)})" if what else "")))
+    from wse_platform.status_switch import stub_causes  # a switched-off asset this one still names
+    resolver += stub_causes(asset, fact, latest)
     causes = [line for _, line in sorted(resolver, key=lambda c: c[0])]
     # `status._external_dep_changes`: the partitioned external parents, by name
     for pname in asset.get("external", []):

@@ -78,13 +78,16 @@ def _setting_paths(settings: Settings) -> list[Path]:
     return found
 
 
-def quick_key(settings: Settings, flags: Any = None, with_settings: bool = True) -> str | None:
+def quick_key(settings: Settings, flags: Any = None, with_settings: bool = True,
+              with_events: bool = True) -> str | None:
     """The hash described above; None when the instance has no event index shard to watch.
     `with_settings=False`: without the settings and the config file (what `status_replay` keeps:
-    the state of everything else)."""
+    the state of everything else); `with_events=False` (and without the settings): without the
+    instance and the warehouse either — the code, Dagster, `WSE_*` and the files the settings name
+    (`status_switch.keep_before`: the same code between two full checks)."""
     home = settings.dagster_home
     index = home / EVENT_INDEX
-    if not index.is_file():
+    if with_events and not index.is_file():
         return None
     files: list[Path] = []
     for root in [REPO_ROOT / rel for rel in CODE_PATHS] + _setting_paths(settings):
@@ -95,7 +98,8 @@ def quick_key(settings: Settings, flags: Any = None, with_settings: bool = True)
     if settings.source_file and with_settings:
         files.append(Path(settings.source_file))
     wh = settings.warehouse
-    files += [index, Path(f"{index}-wal"), Path(f"{index}-journal"), home / "dagster.yaml", wh, Path(f"{wh}.wal")]
+    if with_events:
+        files += [index, Path(f"{index}-wal"), Path(f"{index}-journal"), home / "dagster.yaml", wh, Path(f"{wh}.wal")]
     try:
         dagster_version = metadata.version("dagster")
     except metadata.PackageNotFoundError:

@@ -13,7 +13,8 @@ facts of the edited config's graph, when it can tell exactly:
   unpartitioned parent (the only mappings the project uses);
 - the rest of the settings has the same shape (`status_replay.shape`: the same graph switches);
 - a new partition was never materialized (one built before, e.g. a model removed and added back, is
-  asked about by the full check), and no table reading a changed asset has an edge Dagster does not
+  replayed on the facts kept from before it was removed, `status_switch.restore`, or else asked
+  about by the full check), and no table reading a changed asset has an edge Dagster does not
   check (≥ 100 upstream partitions) that named one of its partitions.
 Then a new partition is `missing`, a removed one is gone, what existed keeps its facts, and an
 asset reading every partition of a changed one is replayed (`status_replay._row`) with the resolver

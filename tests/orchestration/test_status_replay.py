@@ -165,9 +165,16 @@ def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny
     edit_config(tiny, lambda raw: raw["wse"]["consistency_judge"].update(prompt_version="v1"))
     _status(capsys)
     judge = load_settings(str(tiny)).wse.richness_judge.model_dump()
-    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=None))  # a judge switched off
-    assert REPLAYED not in _status(capsys)
+    consistency = load_settings(str(tiny)).wse.consistency_judge.model_dump()
+    edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=None))  # a judge switched off: replayed
+    assert REPLAYED in _status(capsys)
+    _status(capsys, "--full")
+    edit_config(tiny, lambda raw: raw["wse"].update(consistency_judge=None))  # the other too, checked in full
+    _status(capsys, "--full")
+    # one back on: not the graph of any full check kept (`status_switch.restore`)
     edit_config(tiny, lambda raw: raw["wse"].update(richness_judge=judge))
+    assert REPLAYED not in _status(capsys)
+    edit_config(tiny, lambda raw: raw["wse"].update(consistency_judge=consistency))
     _status(capsys)
     with DagsterInstance.get() as instance:  # a run, the UI or a sensor recorded something
         instance.report_runless_asset_event(AssetMaterialization("wse_trajectories", partition=CELL))
@@ -183,7 +190,8 @@ def test_anything_but_the_same_graph_or_a_recorded_event_means_a_full_check(tiny
 def test_partitions_added_or_removed_are_replayed_unless_built_before(tiny, capsys, monkeypatch):
     """A model or an architecture added or removed changes the cells, nothing else of the graph
     (`status_reshape`): the new cells are missing, the tables reading them incomplete, as the full check
-    says. A cell built before and back again (here B1) is asked about by the full check."""
+    says. A cell built before and back again (here B1) is replayed on the facts kept from before it was
+    removed, unless something but config versions was recorded since (then the full check)."""
     _status(capsys)
     _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(architectures=["B1", "B2"]),
                      f"missing    wse_trajectories[B2|{MODEL}]", "incomplete wse_cell_metrics")
@@ -192,6 +200,16 @@ def test_partitions_added_or_removed_are_replayed_unless_built_before(tiny, caps
         "missing    wse_trajectories[B1|m2]", "missing    wse_consistency_verdicts[B2|m2]")
     _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(architectures=["B2"]),
                      "wse_trajectories: upstream B2|smollm2, B2|m2 missing")
+    # B1 back, nothing recorded since but config versions: replayed on the facts of the full check
+    # before it was removed (`status_switch.restore`)
+    _replays_as_full(tiny, capsys, monkeypatch, lambda raw: raw["wse"].update(architectures=["B1", "B2"]),
+                     "missing    wse_trajectories[B2|m2]")
+    # removed again, a cell run, back again: the full check
+    edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B2"]))
+    _status(capsys, "--full")
+    with DagsterInstance.get() as instance:
+        instance.report_runless_asset_event(AssetMaterialization("wse_trajectories", partition="B2|m2"))
+    _status(capsys)
     edit_config(tiny, lambda raw: raw["wse"].update(architectures=["B1", "B2"]))
     assert REPLAYED not in _status(capsys)
 
