@@ -12,12 +12,19 @@ that moves one fails loudly there instead of deep inside a run.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import json
 import os
+import shutil
+import threading
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
 
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
+from dagster import AssetKey
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,
 )
@@ -31,7 +38,9 @@ from dagster._core.definitions.events import AssetKeyPartitionKey  # the resolve
 from dagster._core.definitions.observe import observe
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
 from dagster._core.definitions.resource_annotation import get_resource_args
+from dagster._core.assets import AssetDetails
 from dagster._core.remote_origin import RemoteJobOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME as INDEX_SHARD
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
@@ -126,6 +135,8 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
                 if shard == INDEX_SHARD:
                     self._present.clear()
             if engine is None:
+                if shard != INDEX_SHARD and shard not in self._initialized_dbs and self._from_template(shard):
+                    self._initialized_dbs.add(shard)  # a copy of what `_initdb` makes: nothing to check
                 engine = create_engine(self.conn_string_for_shard(shard), poolclass=QueuePool, pool_size=1,
                                        max_overflow=2, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_SECONDS,
                                                                      "check_same_thread": False})
@@ -144,6 +155,95 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
         self.release_connections()
         super().dispose()
 
+    # A new run's database: a copy of an empty one that `_initdb` made (same DDL, WAL mode, alembic stamp),
+    # instead of `_initdb` per run (an alembic revision check, the DDL, the stamp: ~17 % of a cell run's
+    # `create_run`, issue 24 item 3). The empty database is made once per instance folder and per
+    # `template_key()` (Dagster's version, the tables' DDL, the migration scripts), so an upgrade makes a
+    # new one. `tests/platform/test_run_template.py` compares a copy with what `_initdb` makes.
+    RUN_TEMPLATE = True  # False: `_initdb` for every run file, as Dagster does (bench/run_start_cost.py)
+
+    def _from_template(self, shard: str) -> bool:
+        """Create the file of run `shard` as a copy of the empty database; False (nothing done) if the
+        file exists already (another process made it: `_initdb` checks it as before) or no copy can be made."""
+        path = self.path_for_shard(shard)
+        if not self.RUN_TEMPLATE or os.path.exists(path):
+            return False
+        template = self._run_template()
+        if template is None:
+            return False
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            shutil.copyfile(template, tmp)
+            os.link(tmp, path)  # appears complete, or not at all; fails if another process made it meanwhile
+            return True
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _run_template(self) -> str | None:
+        """The empty run database of this Dagster (made now if missing), or None if it cannot be made."""
+        if getattr(self, "_template", False) is not False:
+            return self._template
+        folder = os.path.join(self._base_dir, TEMPLATE_DIR)  # not `*.db` in base_dir: no run of Dagster's
+        path = os.path.join(folder, f"{template_key()}.sqlite")
+        self._template = path if os.path.exists(path) else _make_run_template(self, folder, path)
+        return self._template
+
+
+TEMPLATE_DIR = ".wse-run-template"
+
+
+@functools.lru_cache(maxsize=1)
+def template_key() -> str:
+    """What an empty run database depends on: Dagster's version, the DDL of its event log tables and
+    indexes (SQLite dialect) and the names of its migration scripts (the alembic stamp)."""
+    import dagster
+    import sqlalchemy
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    dialect = sqlite.dialect()
+    ddl = []
+    for table in SqlEventLogStorageMetadata.sorted_tables:
+        ddl.append(str(CreateTable(table).compile(dialect=dialect)))
+        ddl.extend(sorted(str(CreateIndex(i).compile(dialect=dialect)) for i in table.indexes))
+    scripts = os.path.join(os.path.dirname(dagster.__file__), "_core", "storage", "alembic", "versions")
+    names = sorted(os.listdir(scripts)) if os.path.isdir(scripts) else []
+    text = json.dumps([dagster.__version__, sqlalchemy.__version__, ddl, names])
+    return f"{dagster.__version__}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def _make_run_template(storage: SqliteEventLogStorage, folder: str, path: str) -> str | None:
+    """Dagster's own `_initdb` on a new file outside the instance folder (no process holds it open, so
+    closing it checkpoints its WAL into the file), then moved into place atomically."""
+    import tempfile
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    work = tempfile.mkdtemp(prefix="wse-run-template-")
+    try:
+        made = os.path.join(work, "run.db")
+        engine = create_engine(f"sqlite:///{made}", poolclass=NullPool)
+        try:
+            storage._initdb(engine)
+        finally:
+            engine.dispose()
+        if os.path.exists(made + "-wal") and os.path.getsize(made + "-wal"):
+            return None  # not checkpointed into the file: a copy would lack the schema
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        shutil.copyfile(made, tmp)
+        os.replace(tmp, path)  # concurrent makers write identical files; each move is atomic
+        return path
+    except Exception:  # noqa: BLE001 - no template: every run file is made by `_initdb` as before
+        return None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
 
 _LIVE_STORAGES: "weakref.WeakSet[ReusedEngineSqliteEventLogStorage]" = weakref.WeakSet()
 
@@ -152,6 +252,56 @@ def release_event_log_connections() -> None:
     """`release_connections` on every reused-engine event log storage of this process."""
     for storage in list(_LIVE_STORAGES):
         storage.release_connections()
+
+
+def latest_materialization_ids(instance, keys) -> dict:
+    """{asset key: storage id of its newest materialization} for the `keys` that have one: the
+    `last_materialization_storage_id` of `instance.get_asset_records(keys)`, read from the same rows
+    without deserializing each stored materialization (its metadata: table schemas, column lineage),
+    which was ~85 % of `status.event_marks` (issue 24 item 3). From each asset row only the stored
+    record's `storage_id` and event timestamp are read (plain JSON); where the row holds no such record,
+    or one older than the asset's latest wipe, Dagster's own `get_asset_records` answers for that key
+    (it then finds the newest materialization in the event log). `tests/platform/test_dagster_private.py`
+    compares both over materializations, a wipe and a rebuild."""
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        return _ids_from_records(instance.get_asset_records(list(keys)))
+    out, other = {}, []
+    for row in storage._fetch_asset_rows(asset_keys=list(keys)):
+        key = AssetKey.from_db_string(row["asset_key"])
+        if not key:
+            continue
+        details = AssetDetails.from_db_string(row["asset_details"])
+        wiped = details.last_wipe_timestamp if details else None
+        head = _record_head(row["last_materialization"])
+        if head is not None and (wiped is None or head[1] > wiped):
+            out[key] = head[0]
+        else:
+            other.append(key)
+    if other:
+        out.update(_ids_from_records(storage.get_asset_records(other)))
+    return out
+
+
+def _ids_from_records(records) -> dict:
+    return {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id for r in records
+            if r.asset_entry.last_materialization_storage_id}
+
+
+def _record_head(text):
+    """(storage id, event timestamp) of a serialized `EventLogRecord`, or None if `text` is not one."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    entry = value.get("event_log_entry") if isinstance(value, dict) and value.get("__class__") == "EventLogRecord" \
+        else None
+    sid, ts = value.get("storage_id") if entry else None, entry.get("timestamp") if isinstance(entry, dict) else None
+    if isinstance(sid, int) and not isinstance(sid, bool) and isinstance(ts, (int, float)):
+        return sid, ts
+    return None
 
 
 def latest_check_executions(instance, keys):
@@ -194,5 +344,5 @@ __all__ = [
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
-    "release_event_log_connections", "WORKER_WARM_MODULES",
+    "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "template_key",
 ]

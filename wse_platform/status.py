@@ -31,7 +31,7 @@ from pathlib import Path
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 
 from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, AssetGraph,
-                                          CachingStaleStatusResolver, StaleStatus)
+                                          CachingStaleStatusResolver, StaleStatus, latest_materialization_ids)
 from wse_platform.status_rows import (FRESH, INCOMPLETE, MAX_LISTED, MISSING, STALE,  # noqa: F401 - re-exported
                                       CellStatus, combine, listed)
 from wse_platform.versions import CHANGES_META
@@ -147,12 +147,12 @@ def event_marks(graph, instance: DagsterInstance) -> dict[str, list[int]]:
     newest observation, 0 for none. A new materialization of any partition, a new config version,
     an observation or a wipe changes them. Materializations come from the asset records (one query
     for all assets); Dagster does not keep the newest observation there, so each observable source
-    costs one more query."""
+    costs one more query. Only the storage ids are read (`dagster_private.latest_materialization_ids`),
+    not the materializations' metadata."""
     keys = list(graph.toposorted_asset_keys)
     marks = {k.to_user_string(): [0, 0] for k in keys}
-    for record in instance.get_asset_records(keys):
-        entry = record.asset_entry
-        marks[entry.asset_key.to_user_string()][0] = entry.last_materialization_storage_id or 0
+    for key, storage_id in latest_materialization_ids(instance, keys).items():
+        marks[key.to_user_string()][0] = storage_id
     for key in keys:
         if graph.get(key).is_observable:
             found = instance.fetch_observations(key, limit=1).records
