@@ -1,8 +1,9 @@
 """Two per-cell costs of a run's start (issue 24 item 3), A/B in one process, CPU seconds:
 
 - `create`: `instance.create_run_for_job` of one cell's run (the run's event log database, its planned
-  events), each new run file made as a copy of the empty database (`RUN_TEMPLATE = True`, now) or by
-  Dagster's `_initdb` (`False`, as before), interleaved;
+  events) as now (each new run file a copy of the empty database, `RUN_TEMPLATE = True`; the index's
+  tables asked once, `has_table` remembered), with Dagster's `_initdb` per run file, and as before
+  (`_initdb` per run file, `has_table` asked with a new engine per stored check event), interleaved;
 - `marks`: `status.event_marks` (each cell run's hooks compute `in_sync` ~4 times) as now (only the
   storage ids, `dagster_private.latest_materialization_ids`) and as before (`get_asset_records`, every
   stored materialization deserialized), interleaved, after checking both give the same marks.
@@ -96,15 +97,21 @@ def _measure(cfg: Path, n: int) -> int:
             and graph.get(k).is_materializable and graph.get(k).partitions_def.has_partition_key(cell)]
     subset = job.get_subset(asset_selection=set(keys))
 
-    def create(template: bool):
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+    remembered = ReusedEngineSqliteEventLogStorage.has_table
+
+    def create(template: bool, remember: bool = True):
         ReusedEngineSqliteEventLogStorage.RUN_TEMPLATE = template
+        ReusedEngineSqliteEventLogStorage.has_table = remembered if remember else SqliteEventLogStorage.has_table
         instance.create_run_for_job(subset, run_config=QUIET_RUN_CONFIG, asset_selection=frozenset(keys),
                                     tags={"dagster/partition": cell})
     create(True)  # the empty database is made once, not in the figures
     create(False)
-    per = _interleaved(n, {"now (copy of the empty database)": lambda: create(True),
-                           "before (_initdb per run)": lambda: create(False)})
+    per = _interleaved(n, {"now": lambda: create(True),
+                           "_initdb per run": lambda: create(False),
+                           "before (_initdb per run, has_table asked each time)": lambda: create(False, False)})
     ReusedEngineSqliteEventLogStorage.RUN_TEMPLATE = True
+    ReusedEngineSqliteEventLogStorage.has_table = remembered
     print(f"create_run_for_job of cell {cell} ({len(keys)} assets), {n} runs each, CPU ms per run: "
           + ", ".join(f"{k} {v * 1000:.1f}" for k, v in per.items()))
     print(f"load: {os.getloadavg()[0]:.2f} (1 min)")

@@ -106,3 +106,15 @@ def test_processes_creating_runs_at_once_each_get_a_whole_database(tmp_path):
         assert len(ours.get_records_for_run(run_id).records) == (18 if run_id == "shared" else 1)
     assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
     assert dagster_private.TEMPLATE_DIR in os.listdir(tmp_path)
+
+
+def test_a_table_the_index_has_is_asked_about_once(tmp_path, monkeypatch):
+    """Dagster asks `has_table("asset_check_executions")` before each stored check event, each time
+    with a new engine (on the old code: every time)."""
+    asked: list[str] = []
+    real = SqliteEventLogStorage.has_table
+    monkeypatch.setattr(SqliteEventLogStorage, "has_table", lambda self, name: asked.append(name) or real(self, name))
+    ours = ReusedEngineSqliteEventLogStorage(str(tmp_path))
+    assert all(ours.has_table("asset_check_executions") for _ in range(3))
+    assert not any(ours.has_table("no_such_table") for _ in range(2))  # a "no" is asked again
+    assert asked == ["asset_check_executions", "no_such_table", "no_such_table"]
