@@ -31,7 +31,8 @@ from pathlib import Path
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 
 from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, AssetGraph,
-                                          CachingStaleStatusResolver, StaleStatus, latest_materialization_ids)
+                                          CachingStaleStatusResolver, StaleStatus, latest_materialization_ids,
+                                          latest_observation_ids)
 from wse_platform.status_rows import (FRESH, INCOMPLETE, MAX_LISTED, MISSING, STALE,  # noqa: F401 - re-exported
                                       CellStatus, combine, listed)
 from wse_platform.versions import CHANGES_META
@@ -145,18 +146,16 @@ def _signatures(graph) -> dict[str, str]:
 def event_marks(graph, instance: DagsterInstance) -> dict[str, list[int]]:
     """Per asset, the storage ids of its newest materialization and (for an observable source) its
     newest observation, 0 for none. A new materialization of any partition, a new config version,
-    an observation or a wipe changes them. Materializations come from the asset records (one query
-    for all assets); Dagster does not keep the newest observation there, so each observable source
-    costs one more query. Only the storage ids are read (`dagster_private.latest_materialization_ids`),
-    not the materializations' metadata."""
+    an observation or a wipe changes them. Materializations come from the asset rows (one query for
+    all assets, only the storage ids read: `dagster_private.latest_materialization_ids`, not the
+    materializations' metadata); observations, which Dagster does not keep there, from one grouped
+    query over the event log (`latest_observation_ids`)."""
     keys = list(graph.toposorted_asset_keys)
     marks = {k.to_user_string(): [0, 0] for k in keys}
     for key, storage_id in latest_materialization_ids(instance, keys).items():
         marks[key.to_user_string()][0] = storage_id
-    for key in keys:
-        if graph.get(key).is_observable:
-            found = instance.fetch_observations(key, limit=1).records
-            marks[key.to_user_string()][1] = found[0].storage_id if found else 0
+    for key, storage_id in latest_observation_ids(instance, [k for k in keys if graph.get(k).is_observable]).items():
+        marks[key.to_user_string()][1] = storage_id
     return marks
 
 

@@ -1,12 +1,15 @@
-"""`dagster_private.latest_materialization_ids` (what `status.event_marks` reads, issue 24 item 3)
-answers what `instance.get_asset_records` answers, without deserializing the stored materializations."""
+"""`dagster_private.latest_materialization_ids` and `latest_observation_ids` (what `status.event_marks`
+reads, issue 24 item 3) answer what `instance.get_asset_records` and `fetch_observations` answer, without
+deserializing the stored materializations and in one query for all observed assets."""
 from __future__ import annotations
 
-from dagster import (AssetKey, AssetMaterialization, Definitions, MaterializeResult, StaticPartitionsDefinition,
+import time
+
+from dagster import (AssetKey, AssetMaterialization, AssetObservation, Definitions, MaterializeResult, StaticPartitionsDefinition,
                      TableColumn, TableSchema, asset, instance_for_test, materialize)
 
 from wse_platform import status
-from wse_platform.dagster_private import latest_materialization_ids
+from wse_platform.dagster_private import latest_materialization_ids, latest_observation_ids
 
 PARTS = StaticPartitionsDefinition(["a", "b"])
 SCHEMA = TableSchema(columns=[TableColumn(f"c{i}", "int") for i in range(20)])
@@ -76,3 +79,27 @@ def test_event_marks_deserializes_no_materialization(monkeypatch):
         marks = status.event_marks(graph, instance)
     assert all(m[0] for m in marks.values())
     assert not [v for v in read if "AssetMaterialization" in str(v)]
+
+
+def _observed(instance, keys) -> dict:
+    found = {k: instance.fetch_observations(k, limit=1).records for k in keys}
+    return {k: r[0].storage_id for k, r in found.items() if r}
+
+
+def test_the_observation_ids_are_those_fetch_observations_finds_through_a_wipe():
+    keys = [AssetKey("src"), AssetKey("other"), AssetKey("never")]
+    with instance_for_test() as instance:
+        assert latest_observation_ids(instance, keys) == {} and latest_observation_ids(instance, []) == {}
+        for name in ("src", "other", "src"):
+            instance.report_runless_asset_event(AssetObservation(name, metadata={"v": name}))
+        materialize([cell], instance=instance, partition_key="a")  # other events are not observations
+        seen = latest_observation_ids(instance, keys)
+        assert seen == _observed(instance, keys) and set(seen) == {AssetKey("src"), AssetKey("other")}
+        time.sleep(0.01)
+        instance.wipe_assets([AssetKey("src")])
+        assert latest_observation_ids(instance, keys) == _observed(instance, keys)
+        assert AssetKey("src") not in latest_observation_ids(instance, keys)
+        time.sleep(0.01)
+        instance.report_runless_asset_event(AssetObservation("src"))
+        seen = latest_observation_ids(instance, keys)
+        assert seen == _observed(instance, keys) and AssetKey("src") in seen
