@@ -264,13 +264,15 @@ def latest_materialization_ids(instance, keys) -> dict:
     without deserializing each stored materialization (its metadata: table schemas, column lineage),
     which was ~85 % of `status.event_marks` (issue 24 item 3). From each asset row only the stored
     record's `storage_id` and event timestamp are read (plain JSON); where the row holds no such record,
-    or one older than the asset's latest wipe, Dagster's own `get_asset_records` answers for that key
-    (it then finds the newest materialization in the event log). `tests/platform/test_dagster_private.py`
-    compares both over materializations, a wipe and a rebuild."""
+    or one older than the asset's latest wipe, the newest materialization after the wipe is looked up in
+    the event log, as Dagster's `get_asset_records` then does (one grouped query for those keys).
+    `tests/platform/test_materialization_ids.py` compares both over builds, a wipe and a rebuild."""
+    from dagster import DagsterEventType
+
     storage = instance.event_log_storage
     if not isinstance(storage, SqlEventLogStorage):
         return _ids_from_records(instance.get_asset_records(list(keys)))
-    out, other = {}, []
+    out, other, other_details = {}, [], []
     for row in storage._fetch_asset_rows(asset_keys=list(keys)):
         key = AssetKey.from_db_string(row["asset_key"])
         if not key:
@@ -282,8 +284,9 @@ def latest_materialization_ids(instance, keys) -> dict:
             out[key] = head[0]
         else:
             other.append(key)
+            other_details.append(details)
     if other:
-        out.update(_ids_from_records(storage.get_asset_records(other)))
+        out.update(_newest_ids(storage, other, other_details, DagsterEventType.ASSET_MATERIALIZATION))
     return out
 
 
@@ -292,10 +295,7 @@ def latest_observation_ids(instance, keys) -> dict:
     latest wipe), in one grouped query on the event log's (asset key, event type, id) index: what
     `instance.fetch_observations(key, limit=1)` answers per key, one query (and asset-details lookup)
     each (`status.event_marks`, issue 24 item 3; `tests/platform/test_materialization_ids.py`)."""
-    import sqlalchemy as db
     from dagster import DagsterEventType
-    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable as table
-    from dagster._core.storage.sqlalchemy_compat import db_select
 
     keys = list(keys)
     storage = instance.event_log_storage
@@ -304,10 +304,18 @@ def latest_observation_ids(instance, keys) -> dict:
     if not isinstance(storage, SqlEventLogStorage):
         found = {k: instance.fetch_observations(k, limit=1).records for k in keys}
         return {k: recs[0].storage_id for k, recs in found.items() if recs}
+    return _newest_ids(storage, keys, storage._get_assets_details(keys), DagsterEventType.ASSET_OBSERVATION)
+
+
+def _newest_ids(storage, keys: list, details: list, event_type) -> dict:
+    """{key: max storage id of its `event_type` events after its latest wipe} (Dagster's own wipe filter)."""
+    import sqlalchemy as db
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable as table
+    from dagster._core.storage.sqlalchemy_compat import db_select
+
     query = db_select([table.c.asset_key, db.func.max(table.c.id)]).where(db.and_(
-        table.c.asset_key.in_([k.to_string() for k in keys]),
-        table.c.dagster_event_type == DagsterEventType.ASSET_OBSERVATION.value))
-    query = storage._add_assets_wipe_filter_to_query(query, storage._get_assets_details(keys), keys)
+        table.c.asset_key.in_([k.to_string() for k in keys]), table.c.dagster_event_type == event_type.value))
+    query = storage._add_assets_wipe_filter_to_query(query, details, keys)
     with storage.index_connection() as conn:
         rows = conn.execute(query.group_by(table.c.asset_key)).fetchall()
     return {AssetKey.from_db_string(key): sid for key, sid in rows if key and sid}
