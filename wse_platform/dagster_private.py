@@ -382,5 +382,6 @@ __all__ = [
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
-    "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids", "template_key",
+    "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids",
+    "template_key",
 ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from dagster import (AssetKey, AssetMaterialization, AssetObservation, Definitions, MaterializeResult, StaticPartitionsDefinition,
-                     TableColumn, TableSchema, asset, instance_for_test, materialize)
+from dagster import (AssetKey, AssetMaterialization, AssetObservation, Definitions, MaterializeResult,
+                     StaticPartitionsDefinition, TableColumn, TableSchema, asset, instance_for_test, materialize)
 
 from wse_platform import status
 from wse_platform.dagster_private import latest_materialization_ids, latest_observation_ids
@@ -42,7 +42,8 @@ def test_the_ids_are_those_of_the_asset_records_through_builds_a_wipe_and_a_rebu
         instance.report_runless_asset_event(AssetMaterialization("cell", partition="a"))
         seen = latest_materialization_ids(instance, KEYS)
         assert seen == _from_records(instance) and set(seen) == {AssetKey("cell"), AssetKey("table")}
-        assert seen[AssetKey("cell")] == instance.fetch_materializations(AssetKey("cell"), limit=1).records[0].storage_id
+        newest = instance.fetch_materializations(AssetKey("cell"), limit=1).records[0]
+        assert seen[AssetKey("cell")] == newest.storage_id
         instance.wipe_assets([AssetKey("cell")])
         assert latest_materialization_ids(instance, KEYS) == _from_records(instance)
         assert AssetKey("cell") not in latest_materialization_ids(instance, KEYS)
