@@ -227,4 +227,4 @@ def test_a_dagster_yaml_the_user_wrote_is_never_rewritten(tmp_path, monkeypatch)
     assert (home / "dagster.yaml").read_text() == mine
     (home / "dagster.yaml").write_text(GENERATED_MARK + ". old text\n")
     ensure_dagster_home(settings)
-    assert "QueuedRunCoordinator" in (home / "dagster.yaml").read_text()
+    assert "class: MarkingRunCoordinator" in (home / "dagster.yaml").read_text()   # assets/run_queue.py

@@ -144,6 +144,9 @@ def test_parallel_workers_requests_are_counted_by_the_command(config_file, monke
 
     from wse_platform import cli, progress
 
+    import wse_platform.llm as llm_mod
+    # toy_definitions swaps the LLM client class (meant for the worker processes); put it back after the test
+    monkeypatch.setattr(llm_mod, "LLMClient", llm_mod.LLMClient)
     monkeypatch.setattr(cli, "_defs", lambda args: toy_definitions())
     monkeypatch.setattr(cli, "_defs_loader", lambda args: (f"{__name__}:toy_definitions", ()))
     # the toy asset is not in `wse plan`: each run plans N_ASKS requests
