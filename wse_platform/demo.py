@@ -73,6 +73,7 @@ def full_demo_config(base: Path) -> Path:
 
 def show_results(settings, config_flag: str) -> None:
     from wse_platform import sqlshell
+    from wse_platform.sql_limits import DEFAULT_MEMORY_LIMIT
     from wse_platform.warehouse import Warehouse
 
     wh = Warehouse(settings.warehouse)
@@ -82,7 +83,8 @@ def show_results(settings, config_flag: str) -> None:
         if table not in existing:
             continue
         print(f"\n{table}:")
-        with wh.connect(read_only=True) as con:
+        # a DuckDB instance of its own, as `wse sql` has: `run_query` locks the connection's settings down
+        with wh.connect(read_only=True, config={"memory_limit": DEFAULT_MEMORY_LIMIT}) as con:
             rel, res = sqlshell.run_query(con, f'SELECT * FROM "{table}" LIMIT 5')
             sys.stdout.write(sqlshell.render(rel, res, "table", width=width, limit=5))
     wse = "wse" + config_flag

@@ -74,7 +74,8 @@ class QueryStopped(RuntimeError):
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Forbid external access and further configuration changes on an open connection."""
+    """Forbid external access and further configuration changes on an open connection: one with a DuckDB
+    instance of its own (`Warehouse.connect(config=...)`); a plain open's shared instance refuses `SET`."""
     for stmt in _LOCKDOWN:
         con.execute(stmt)
     return con

@@ -67,7 +67,7 @@ def test_closing_hints_name_the_ui_and_three_queries_that_run(tmp_path, monkeypa
     wh.ensure_schema()
     run_models(wh)  # llm_usage and the other SQL models, empty
     for _, query in demo.EXAMPLE_QUERIES:  # the printed queries bind against the real schema
-        with wh.connect(read_only=True) as con:
+        with wh.connect(read_only=True, config={"memory_limit": "1GB"}) as con:  # as `wse sql` opens it
             sqlshell.run_query(con, query)
     demo.show_results(settings, "")
     out = capsys.readouterr().out
