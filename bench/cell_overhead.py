@@ -52,6 +52,18 @@ def _fleet():
     return mod
 
 
+def copy_folder(folder: Path, prefix: str) -> Path:
+    """A private copy of a bench folder (made by `--fresh`/`--workdir`) in a new temp folder; its config,
+    the instance's storage folders (dagster.yaml) and the status files are rewritten to name the copy.
+    Returns the copy's `wse.yaml`."""
+    work = Path(tempfile.mkdtemp(prefix=prefix)) / "folder"
+    shutil.copytree(folder, work, ignore=shutil.ignore_patterns("*.lock", "*.prof", "rerun-*"))
+    cfg = work / "wse.yaml"
+    for f in [cfg, *(work / "dagster_home").glob("*.yaml"), *(work / "dagster_home").glob("*.json")]:
+        f.write_text(f.read_text().replace(str(folder), str(work)))
+    return cfg
+
+
 def cells_of(cfg: Path, n: int) -> list[str]:
     raw = yaml.safe_load(cfg.read_text())
     archs = raw["wse"].get("architectures") or ALL_ARCHS

@@ -15,13 +15,12 @@ import pstats
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from cell_overhead import SELECT, cells_of, env_for, profiled  # noqa: E402
+from cell_overhead import SELECT, cells_of, copy_folder, env_for, profiled  # noqa: E402
 
 COUNTED = ("compute_status", "event_marks", "_status_of", "fetch_materializations", "get_asset_records",
            "fetch_observations", "store_event", "report_runless_asset_event", "own_verdict", "sync_checks",
@@ -34,12 +33,8 @@ def main() -> int:
     ap.add_argument("--cell", help="the cell to rerun (default: the config's first)")
     ap.add_argument("--keep-profile", type=Path, help="also copy the cProfile stats to this file")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="in-sync-cost-")) / "folder"
-    shutil.copytree(args.folder, work, ignore=shutil.ignore_patterns("*.lock", "*.prof", "rerun-*"))
-    cfg = work / "wse.yaml"
-    # the config, the instance's storage folders (dagster.yaml) and the status files name the folder
-    for f in [cfg, *(work / "dagster_home").glob("*.yaml"), *(work / "dagster_home").glob("*.json")]:
-        f.write_text(f.read_text().replace(str(args.folder), str(work)))
+    cfg = copy_folder(args.folder, "in-sync-cost-")
+    work = cfg.parent
     cell = args.cell or cells_of(cfg, 1)[0]
     prof = work / "in_sync_cost.prof"
     cmd = [sys.executable, *profiled(prof), "--config", str(cfg), "materialize", "--select", *SELECT,

@@ -19,7 +19,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,11 +57,9 @@ def main() -> int:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--n", type=int, default=20, help="calls of each variant (default 20)")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="run-start-cost-")) / "folder"
-    shutil.copytree(args.folder, work, ignore=shutil.ignore_patterns("*.lock", "*.prof", "rerun-*"))
-    cfg = work / "wse.yaml"
-    for f in [cfg, *(work / "dagster_home").glob("*.yaml"), *(work / "dagster_home").glob("*.json")]:
-        f.write_text(f.read_text().replace(str(args.folder), str(work)))
+    from cell_overhead import copy_folder
+    cfg = copy_folder(args.folder, "run-start-cost-")
+    work = cfg.parent
     os.environ["DAGSTER_HOME"] = str(work / "dagster_home")
     try:
         return _measure(cfg, args.n)
