@@ -29,6 +29,7 @@ import importlib.util
 import os
 import re
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
