@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import http.client
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import duckdb
 import pytest
 
+from tests.conftest import write_config
 from tests.view._view_fixture import HOSTILE, build_warehouse
 from wse_platform.view import pages
 from wse_platform.view.server import ViewServer
@@ -106,3 +111,21 @@ def test_each_cell_asset_links_to_its_transcripts():
     assert transcripts(s, "wse", model="m", arch="B2+WMEM") == {
         "transcripts": MetadataValue.url("http://127.0.0.1:4100/wse?model=m&arch=B2%2BWMEM")}
     assert transcripts(settings_from_dict({"view_port": 0}), "ncp", model="m") == {}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_wse_view_stops_on_a_signal_even_with_sigint_ignored_by_its_parent(warehouse, tmp_path, sig):
+    """Started in the background of a non-interactive shell, a process inherits SIGINT ignored (the
+    walkthrough's `wse view` outlived its Ctrl-C that way); `wse view` stops on it all the same."""
+    cfg = write_config(tmp_path, warehouse_path=str(warehouse))
+    proc = subprocess.Popen([sys.executable, "-m", "wse_platform.cli", "--config", str(cfg), "view", "--port", "0"],
+                            cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert "wse view: http://127.0.0.1:" in proc.stdout.readline()
+        proc.send_signal(sig)
+        assert proc.wait(20) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -8,6 +8,7 @@ runs writing cells are not blocked for longer than a page takes.
 """
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -120,6 +121,7 @@ def main(settings, port: int) -> int:
               "`wse view --port N`", file=sys.stderr)
         return 2
     print(f"wse view: {server.url} (read-only; Ctrl-C stops)", flush=True)
+    stop_on_signals()
     try:
         server.httpd.serve_forever()
     except KeyboardInterrupt:
@@ -127,3 +129,15 @@ def main(settings, port: int) -> int:
     finally:
         server.httpd.server_close()
     return 0
+
+
+def _interrupt(signum, _frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stop_on_signals() -> None:
+    """Ctrl-C, `kill` and a closed terminal stop the server, as they stop `wse ui`. SIGINT explicitly:
+    a process started in the background of a non-interactive shell (`wse view &` in a script, a
+    supervisor) inherits SIGINT ignored, and Python then installs no handler of its own."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
