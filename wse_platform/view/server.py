@@ -120,9 +120,9 @@ def main(settings, port: int) -> int:
         print(f"error: wse view cannot listen on 127.0.0.1:{port} ({err.strerror}); pick another port with "
               "`wse view --port N`", file=sys.stderr)
         return 2
-    stop_on_signals()  # before the line that says it is up: a signal right after it must stop it
-    print(f"wse view: {server.url} (read-only; Ctrl-C stops)", flush=True)
     try:
+        stop_on_signals()  # before the line that says it is up: a signal right after it must stop it
+        print(f"wse view: {server.url} (read-only; Ctrl-C stops)", flush=True)
         server.httpd.serve_forever()
     except KeyboardInterrupt:
         return 130
