@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from wse_platform.ui import STOP_SIGNALS
 from wse_platform.view import pages
 from wse_platform.warehouse import read_only_or_empty
 
@@ -139,5 +140,5 @@ def stop_on_signals() -> None:
     """Ctrl-C, `kill` and a closed terminal stop the server, as they stop `wse ui`. SIGINT explicitly:
     a process started in the background of a non-interactive shell (`wse view &` in a script, a
     supervisor) inherits SIGINT ignored, and Python then installs no handler of its own."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in STOP_SIGNALS:
         signal.signal(sig, _interrupt)
