@@ -26,7 +26,8 @@ the run's planned row), not a runless row: the UI shows a run's row also once th
 asset, so the step's new materialization is never without an evaluation until its hook has said the
 verdict on it (a runless mark describes the materialization before, which the UI then hides: a blank
 check for the seconds the hook takes). The run's data checks (`mark_data_checks`) show their verdict
-said before, marked, until the run evaluates them in the same row. After a run failed or was canceled, the
+said before, marked, until the run evaluates them in the same row; one never evaluated before says "first
+evaluation in run …; not evaluated yet" (a warning, never a pass), likewise replaced by the run's result. After a run failed or was canceled, the
 `sync_rebuild_failed` / `sync_rebuild_canceled` sensors say the verdict again, unmarked, on the assets
 it did not rebuild (`unmark_ended`, and `unmark_data_checks` for the data checks). The `sync_status`
 sensor takes a marked verdict for the same one, and says a changed one on an asset whose check a run
@@ -43,7 +44,8 @@ from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckSeverity, As
 
 from assets.automation import LazyGraph
 from assets.sync import IN_SYNC, PARTITION_TAG, _evaluation, status_by_asset, verdict
-from wse_platform.dagster_private import AssetGraph, check_history, latest_check_executions
+from wse_platform.dagster_private import (AssetCheckEvaluationTargetMaterializationData, AssetGraph, check_history,
+                                          latest_check_executions)
 
 SENSOR = "sync_rebuilding"
 RUN_ID_SHOWN = 8  # the UI shows a run's id by its first 8 characters
@@ -191,20 +193,52 @@ def _data_check_keys(graph: Callable[[], AssetGraph], run: DagsterRun) -> list[A
 
 
 def _run_rows(instance, run: DagsterRun, keys: Sequence[AssetCheckKey]):
-    """(check key, the run's row, the latest evaluated row of the same check and partition before it)
-    for each check of `keys` the run planned (partitioned checks: the run's partition)."""
+    """(check key, the run's row, the latest evaluated row of the same check and partition before it,
+    None when the check was never evaluated on that partition) for each check of `keys` the run planned
+    (partitioned checks: the run's partition)."""
     partition = run.tags.get(PARTITION_TAG)
     for key in keys:
         mine = before = None
         for part in dict.fromkeys((partition, None)):  # a run's unpartitioned checks have no partition
-            recs = check_history(instance, key, part, limit=4)
-            mine = next((r for r in recs if r.run_id == run.run_id), None)
+            limit = 4
+            while True:
+                recs = check_history(instance, key, part, limit=limit)
+                mine = next((r for r in recs if r.run_id == run.run_id), None)
+                if mine is None:
+                    break
+                before = next((r for r in recs if r.id < mine.id and _is_verdict(r.evaluation)), None)
+                if before is not None or len(recs) < limit or limit >= _HISTORY_LIMIT:
+                    break  # found, or every row of the check seen: never evaluated before
+                limit = _HISTORY_LIMIT  # planned rows of other runs in front of it: look further back
             if mine is not None:
-                before = next((r for r in recs if r.id < mine.id and isinstance(r.evaluation, AssetCheckEvaluation)),
-                              None)
                 break
         if mine is not None:
             yield key, mine, before
+
+
+_HISTORY_LIMIT = 1000  # rows of one check read to tell "never evaluated" (beyond it: said as not evaluated yet)
+FIRST = "first evaluation in run "  # a data check with no verdict before: its text until the run evaluates it
+NO_VERDICT_KEY = "not_evaluated"  # metadata of such a row (and of what a failed run leaves of it): no verdict
+
+
+def _is_verdict(ev) -> bool:
+    """An evaluation that says a verdict (not a planned row, not a "not evaluated yet" row)."""
+    return isinstance(ev, AssetCheckEvaluation) and NO_VERDICT_KEY not in ev.metadata
+
+
+def first_text(run_id: str) -> str:
+    return f"{FIRST}{run_id[:RUN_ID_SHOWN]}; not evaluated yet"
+
+
+def _newest_target(instance, key: AssetCheckKey, partition: str | None):
+    """The materialization a check of `key`'s asset describes now (its newest, of `partition`), or None."""
+    res = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=[partition] if partition else None), limit=1)
+    if not res.records:
+        return None
+    rec = res.records[0]
+    return AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
+                                                         timestamp=rec.timestamp)
 
 
 def _bare_verdict(ev: AssetCheckEvaluation) -> str:
@@ -216,12 +250,22 @@ def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun)
     """The run's data checks (the other asset checks: the checks kit's, the specs' and corpora's) show
     the verdict said before on the same partition, marked "rebuilding in run …; until then: …", instead
     of the planned row's "Running" with no text: copied into the run's row (`in_run`; the check's own
-    result replaces it in the same row when the run evaluates it). A check never evaluated before keeps
-    Dagster's "Running" (there is no verdict to show). Returns how many were marked."""
+    result replaces it in the same row when the run evaluates it). A check never evaluated before on
+    that partition says so instead of Dagster's "Running" with no text: "first evaluation in run …; not
+    evaluated yet", a warning (never a pass: nothing was examined), describing the asset's newest
+    materialization so that the UI shows it; the run's result replaces it in the same row. Returns how
+    many were marked."""
     n = 0
     for key, mine, before in _run_rows(instance, run, _data_check_keys(graph, run)):
-        if isinstance(mine.evaluation, AssetCheckEvaluation) or before is None:
-            continue  # evaluated (or marked) already, or nothing said before
+        if isinstance(mine.evaluation, AssetCheckEvaluation):
+            continue  # evaluated (or marked) already
+        if before is None:  # nothing said before: say that it is not evaluated yet
+            in_run(instance, run, AssetCheckEvaluation(
+                asset_key=key.asset_key, check_name=key.name, passed=False, severity=AssetCheckSeverity.WARN,
+                description=first_text(run.run_id), metadata={MARK_KEY: run.run_id, NO_VERDICT_KEY: True},
+                target_materialization_data=_newest_target(instance, key, mine.partition), partition=mine.partition))
+            n += 1
+            continue
         ev = before.evaluation
         passed, description, meta = marked(run.run_id, ev.passed, unmarked(ev.description or "") or _bare_verdict(ev),
                                            ev.metadata)
@@ -238,20 +282,24 @@ def unmark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRu
     run's row: the verdict said before, unmarked, where the run did not rebuild the asset (partition);
     where it did, that the check was not evaluated on what the run wrote (a warning: a check that
     examined nothing does not pass). Returns how many rows were rewritten."""
-    mark = rebuilding_text(run.run_id, "")
+    mark, first = rebuilding_text(run.run_id, ""), first_text(run.run_id)
     n = 0
     for key, mine, _ in _run_rows(instance, run, _data_check_keys(graph, run)):
         ev = mine.evaluation
-        if not isinstance(ev, AssetCheckEvaluation) or not (ev.description or "").startswith(mark):
+        if not isinstance(ev, AssetCheckEvaluation) or not ((ev.description or "").startswith(mark)
+                                                            or ev.description == first):
             continue
-        before = unmarked(ev.description or "")
+        never = ev.description == first  # never evaluated before on this partition
+        before = "none (never evaluated)" if never else unmarked(ev.description or "")
         res = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=[mine.partition] if mine.partition else None),
             limit=1)
         rebuilt = bool(res.records) and res.records[0].run_id == run.run_id
         meta = unmarked_meta(ev.metadata)
         passed, severity, text = ev.passed, ev.severity, before
-        if rebuilt:
+        if never and not rebuilt:
+            text = f"not evaluated: run {run.run_id[:RUN_ID_SHOWN]} {word} before this check ran; it has no verdict yet"
+        elif rebuilt:
             passed, severity = False, AssetCheckSeverity.WARN
             text = (f"not evaluated: run {run.run_id[:RUN_ID_SHOWN]} {word} before this check ran on what it wrote; "
                     f"the verdict on the materialization before: {before}")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 
 import yaml
-from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetKey, AutomationConditionSensorDefinition,
-                     DagsterRunStatus, DefaultSensorStatus, Definitions, instance_for_test)
+from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetKey,
+                     AutomationConditionSensorDefinition, DagsterRunStatus, DefaultSensorStatus, Definitions,
+                     asset_check, instance_for_test)
 
 from assets.automation import with_automation
 from assets.sync import IN_SYNC, sync_events
@@ -22,18 +23,28 @@ from tests.orchestration.test_sync_in_run import DATA, _materialize, _setup, _sh
 LOCATION_ATTRIBUTE = "daemon_defs"
 
 
-def _automated() -> tuple[Definitions, dict]:
+NEW_CHECK = "has_no_duplicates"  # a data check added after everything was built: never evaluated
+
+
+def _automated(new_check: bool = False) -> tuple[Definitions, dict]:
     """The synthetic graph with the project's automation conditions and an automation sensor (the
     project's `wse_automation` is the same kind of sensor, every 30 s; here every second, so that two
-    ticks fit in a test)."""
+    ticks fit in a test); `new_check`: with a second data check on `verdicts`."""
     defs, state = _setup()
     sensor = AutomationConditionSensorDefinition("automation", target="*", minimum_interval_seconds=1,
                                                  default_status=DefaultSensorStatus.RUNNING, emit_backfills=False)
-    return Definitions(assets=with_automation(list(defs.assets)), asset_checks=defs.asset_checks,
+    extra = []
+    if new_check:
+        @asset_check(asset="verdicts", name=NEW_CHECK)
+        def has_no_duplicates():
+            return AssetCheckResult(passed=True, description="0 duplicates")
+        extra = [has_no_duplicates]
+    return Definitions(assets=with_automation(list(defs.assets)), asset_checks=[*defs.asset_checks, *extra],
                        sensors=[*defs.sensors, sensor]), state
 
 
 daemon_defs = _automated()[0]  # what the daemon's code location loads (this module, by name)
+daemon_defs_new_check = _automated(new_check=True)[0]  # the same after a data check was added to the code
 
 
 def _project_run_queue(tmp_path) -> dict:
@@ -66,14 +77,17 @@ def _run_rows(instance, run_id: str, keys) -> dict[str, object]:
     return out
 
 
-def test_the_runs_the_automation_requests_show_the_marked_verdict_from_their_submission(tmp_path):
+def _automation_run(tmp_path, attribute: str, then) -> None:
+    """Everything built (by the code without the new check), the cell rebuilt with a new output and
+    said stale, then one tick of the daemon on the location's `attribute`: `then(instance, run)` with
+    the re-judge run it created and submitted."""
     from dagster._core.remote_origin import InProcessCodeLocationOrigin
     from dagster._core.test_utils import create_test_daemon_workspace_context
     from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
     from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 
     target = InProcessWorkspaceLoadTarget(InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(module_name=__name__, attribute=LOCATION_ATTRIBUTE), location_name="wse"))
+        LoadableTargetOrigin(module_name=__name__, attribute=attribute), location_name="wse"))
     defs, state = _automated()
     (tmp_path / "home").mkdir()
     with instance_for_test(overrides={"run_coordinator": _project_run_queue(tmp_path)},
@@ -95,18 +109,43 @@ def test_the_runs_the_automation_requests_show_the_marked_verdict_from_their_sub
         [run] = [r for r in instance.get_runs() if r.run_id not in before]  # the re-judge (verdicts)
         assert run.asset_selection == {AssetKey("verdicts")}
         assert run.status == DagsterRunStatus.QUEUED  # submitted; no run-status sensor has ticked
-        checks = [AssetCheckKey(AssetKey("verdicts"), IN_SYNC), AssetCheckKey(AssetKey("verdicts"), DATA)]
-        rows = _run_rows(instance, run.run_id, checks)
-        assert sorted(rows) == ["verdicts:has_rows", "verdicts:in_sync"]  # planned by Dagster at its creation
+        then(instance, run)
+
+
+def test_the_runs_the_automation_requests_show_the_marked_verdict_from_their_submission(tmp_path):
+    _automation_run(tmp_path, LOCATION_ATTRIBUTE, _marked_verdicts)
+
+
+def _marked_verdicts(instance, run) -> None:
+    checks = [AssetCheckKey(AssetKey("verdicts"), IN_SYNC), AssetCheckKey(AssetKey("verdicts"), DATA)]
+    rows = _run_rows(instance, run.run_id, checks)
+    assert sorted(rows) == ["verdicts:has_rows", "verdicts:in_sync"]  # planned by Dagster at its creation
+    mark = f"rebuilding in run {run.run_id[:8]}; until then: "
+    for name, ev in rows.items():  # main: AssetCheckEvaluationPlanned ("Running", no text)
+        assert isinstance(ev, AssetCheckEvaluation), (name, ev)
+        assert (ev.description or "").startswith(mark), (name, ev.description)
+    assert "stale" in rows["verdicts:in_sync"].description and not rows["verdicts:in_sync"].passed
+    assert rows["verdicts:has_rows"].description == mark + "3 rows checked"
+    # what the UI shows
+    assert _shown(instance, "verdicts")[1].startswith(mark)
+    assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", mark + "3 rows checked")
+
+
+def test_a_data_check_never_evaluated_says_so_from_the_submission_of_the_run_that_evaluates_it(tmp_path):
+    """A data check with no earlier verdict (added to the code after the asset was built): from the
+    submission of the daemon's run, "first evaluation in run …; not evaluated yet" (a warning, never a
+    pass) instead of "Running" with no text until the run evaluates it (main: 7 s for one of 98 checks
+    in the browser walk of issue 21)."""
+    def then(instance, run):
+        key = AssetCheckKey(AssetKey("verdicts"), NEW_CHECK)
+        [ev] = _run_rows(instance, run.run_id, [key]).values()
+        assert isinstance(ev, AssetCheckEvaluation), ev  # main: AssetCheckEvaluationPlanned ("Running", no text)
+        first = f"first evaluation in run {run.run_id[:8]}; not evaluated yet"
+        assert ev.description == first and not ev.passed and ev.severity.value == "WARN"
+        assert _shown(instance, "verdicts", NEW_CHECK) == ("FAILED", first)  # what the UI shows: never "Passed"
         mark = f"rebuilding in run {run.run_id[:8]}; until then: "
-        for name, ev in rows.items():  # main: AssetCheckEvaluationPlanned ("Running", no text)
-            assert isinstance(ev, AssetCheckEvaluation), (name, ev)
-            assert (ev.description or "").startswith(mark), (name, ev.description)
-        assert "stale" in rows["verdicts:in_sync"].description and not rows["verdicts:in_sync"].passed
-        assert rows["verdicts:has_rows"].description == mark + "3 rows checked"
-        # what the UI shows
-        assert _shown(instance, "verdicts")[1].startswith(mark)
-        assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", mark + "3 rows checked")
+        assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", mark + "3 rows checked")  # as before
+    _automation_run(tmp_path, "daemon_defs_new_check", then)
 
 
 def test_a_run_is_queued_even_when_marking_it_fails(monkeypatch, caplog):

@@ -192,3 +192,50 @@ def test_a_run_that_wrote_the_asset_but_not_its_check_leaves_a_warning_not_a_pas
     status, text = _shown(instance, "verdicts", DATA)
     assert status == "FAILED" and text.startswith(f"not evaluated: run {run.run_id[:8]} failed"), text
     assert text.endswith("3 rows checked")
+
+
+def _never_checked():
+    """The cell built, `verdicts` never built: its data check `has_rows` has never been evaluated."""
+    defs, state = _setup()
+    instance = DagsterInstance.ephemeral()
+    assert _materialize(defs, instance, "cell").success
+    return defs, state, instance
+
+
+def test_a_data_check_never_evaluated_says_so_while_a_run_builds_then_its_result():
+    defs, state, instance = _never_checked()
+    run = _data_run(defs, instance)
+    assert _shown(instance, "verdicts", DATA) == ("IN_PROGRESS", "")  # Dagster's "Running", no text
+    assert mark_data_checks(defs.resolve_asset_graph, instance, run) == 1  # main: 0 (left "Running")
+    first = f"first evaluation in run {run.run_id[:8]}; not evaluated yet"
+    assert _shown(instance, "verdicts", DATA) == ("FAILED", first)  # a warning, never "Passed"
+    ev = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(AssetKey("verdicts"), DATA)).event.dagster_event \
+        .event_specific_data
+    assert ev.severity == AssetCheckSeverity.WARN and not ev.passed
+    assert mark_data_checks(defs.resolve_asset_graph, instance, run) == 0  # once per run
+    # a run that builds it: the mark from its creation until the check step, then the check's own result
+    seen = []
+    state["during"] = lambda context: seen.append(_shown(context.instance, "verdicts", DATA))
+    result = _materialize(defs, instance, "verdicts")
+    assert result.success
+    [(status, text)] = seen  # main: ("IN_PROGRESS", "")
+    assert (status, text) == ("FAILED", f"first evaluation in run {result.run_id[:8]}; not evaluated yet")
+    assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", "3 rows checked")
+    rec = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(AssetKey("verdicts"), DATA))
+    assert rec.run_id == result.run_id  # the run's own row, replaced by its result
+
+
+def test_after_a_failed_run_a_data_check_never_evaluated_says_it_was_not_evaluated():
+    defs, state, instance = _never_checked()
+    state["fail"] = True
+    seen = []
+    state["during"] = lambda context: seen.append(_shown(context.instance, "verdicts", DATA))
+    result = _materialize(defs, instance, "verdicts")
+    assert not result.success and seen == [("FAILED", f"first evaluation in run {result.run_id[:8]}; not evaluated yet")]
+    run = instance.get_run_by_id(result.run_id)
+    [sensor] = [s for s in defs.sensors if s.name == "sync_rebuild_failed"]
+    sensor(build_run_status_sensor_context("sync_rebuild_failed",
+                                           DagsterEvent(DagsterEventType.RUN_FAILURE.value, job_name=run.job_name),
+                                           instance, run))
+    assert _shown(instance, "verdicts", DATA) == (
+        "FAILED", f"not evaluated: run {run.run_id[:8]} failed before this check ran; it has no verdict yet")
