@@ -40,6 +40,12 @@ class EditLog:
         self._changes: dict[int, list[str]] = {}  # per storage id: a record's metadata is parsed once
         self._same: dict[tuple[AssetKey, AssetKey], bool] = {}  # (source, asset): the same partitions
 
+    def other_sources(self, key: AssetKey) -> list[AssetKey]:
+        """The graph's sources that are not `key`'s."""
+        mine = set(self.sources_of(key))
+        return sorted((k for k in self.graph.toposorted_asset_keys if k not in mine and self._is_source(k)),
+                      key=lambda k: k.to_user_string())
+
     def _is_source(self, key: AssetKey) -> bool:
         node = self.graph.get(key)
         return not node.is_materializable and not node.parent_keys  # config and file assets (not llm_calls)
@@ -93,15 +99,17 @@ class EditLog:
         source of the same partitions, on that partition only), oldest first."""
         return merge_edits(rec for records in self.since_built_by_source(key, pk).values() for rec in records)
 
-    def since_built_by_source(self, key: AssetKey, pk: str | None) -> dict[str, list[list[str]]]:
+    def since_built_by_source(self, key: AssetKey, pk: str | None,
+                              sources: list[AssetKey] | None = None) -> dict[str, list[list[str]]]:
         """`since_built` before merging: per source (by name, in that order), the edits of each of its
-        records, oldest first; sources with no record are left out."""
+        records, oldest first; sources with no record are left out. `sources`: these instead of
+        `key`'s own (`status_replay.gather`: the sources a switch turned on would give it)."""
         built = self.built_at(key, pk)
         if built is None:
             return {}
         pdef = self.graph.get(key).partitions_def
         out: dict[str, list[list[str]]] = {}
-        for source in self.sources_of(key):
+        for source in self.sources_of(key) if sources is None else sources:
             if (source, key) not in self._same:
                 self._same[(source, key)] = self.graph.get(source).partitions_def == pdef
             same = pk is not None and self._same[(source, key)]

@@ -22,10 +22,12 @@ computes in full:
   judge panel changed and every other setting turned on or off, and compares the graphs), so the
   saved graph holds; or they differ in partition lists only (a model, an architecture... added or
   removed): the saved graph is reshaped to the edited config's, see `status_reshape.py`;
-  or a graph switch was turned off (a judge panel, the NCP ablation): the saved graph without the
-  switched assets, see `status_switch.py`; or the settings are back to the shape of the full check
+  or a graph switch was turned off (a judge panel, the NCP ablation, the rubric): the saved graph without
+  the switched assets, see `status_switch.py`; or the settings are back to the shape of the full check
   before the last graph-changing one (a switch back on, cells added back), with nothing but config
-  versions recorded between the two checks: replayed on that check's facts (`status_switch.restore`).
+  versions recorded between the two checks: replayed on that check's facts (`status_switch.restore`);
+  or a switch was turned on whose assets were never materialized: the saved graph with them added, all
+  `missing` (`status_switch.switch_on`).
 The replay computes each config partition's fingerprint (`versions.CONFIG_FINGERPRINTS`) and
 does what the full check would do after recording the changed ones: for every built partition
 downstream of a changed one, the cause lines Dagster's resolver gives (its saved causes that are
@@ -55,9 +57,9 @@ from wse_platform.status_rows import (MISSING, STALE, CellStatus, combine, merge
 from wse_platform.versions import CONFIG_FINGERPRINTS, describe_changes, memoized, with_inputs
 
 FACTS_FILE = "wse_status_facts.json"  # in DAGSTER_HOME
-_FORMAT = 5  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families;
+_FORMAT = 6  # 2: stale partitions' own causes, config edges per partition, the graph shape; 3: partition families;
 # 4: the shape's switches instead of a skeleton of every setting; 5: the whole graph and the switchable
-# assets' edges (`status_switch`)
+# assets' edges (`status_switch`); 6: "ever", the rubric's assets switchable
 RESOLVER_REASON = "has a new dependency data version"  # Dagster's words for a changed unpartitioned config
 REPLAYED = "the config edit replayed on the full check of"
 
@@ -93,9 +95,10 @@ def graph_switches(settings: Settings) -> dict[str, bool]:
     read it as an unpartitioned external asset, which Dagster's resolver compares with their
     provenance (after `wse.richness_judge: null` on the demo every WSE table gets
     `wse_richness_verdicts: has a new dependency data version`): `status_switch` replays that from
-    the edges the facts save. A switch turned on is replayed only back to the graph of the full check
-    kept from before it was turned off (`status_switch.restore`); else (assets never in a full check's
-    graph, the rubric) it is checked in full."""
+    the edges the facts save; the rubric's readers drop the edge instead (`removed dependency on`). A
+    switch turned on is replayed back to the graph of the full check kept from before it was turned off
+    (`status_switch.restore`), or, to a graph no kept check had, when none of the assets it adds was
+    ever materialized (`status_switch.switch_on`); else it is checked in full."""
     return {"wse.consistency_judges": settings.wse.consistency_judge is not None,
             "wse.richness_judges": settings.wse.richness_judge is not None,
             "ncp.ablation": settings.ncp.ablation is not None,
@@ -133,7 +136,8 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     from wse_platform.dagster_private import extract_data_provenance_from_entry
     from wse_platform.status import is_config, parent_partitions, record_data_version
     from wse_platform.status_edits import EditLog, record_changes
-    from wse_platform.status_switch import gather_latest, gather_stub_facts, switchable, toposorted
+    from wse_platform.status_switch import (gained_by, gather_ever, gather_latest, gather_stub_facts, switchable,
+                                            toposorted)
 
     from wse_platform.status import _signatures, event_marks
 
@@ -198,9 +202,14 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                                            assets[-1]["same"]]))
             label = f"{name}[{row.partition}]"
             old = (prev.get("built") or {}).get(label)
+            # a table reading a switched-off asset's stub: the edits of the sources it does not have (a
+            # switch turned on gives it the sources of the added asset, `status_switch.switch_on`)
+            gains = pdef is None and (bool(gained_by(name)) or any(
+                p.to_user_string() in switchable() and graph.get(p).is_external for p in node.parent_keys))
+            more = {"more": edits.since_built_by_source(key, row.partition, edits.other_sources(key))} if gains else {}
             if old is not None and old.get("stamp") == stamp:
                 built[label] = {"edits": old["edits"], **(row.facts or {}),
-                                **{k: old[k] for k in ("uv", "pv", "sw") if k in old}, "stamp": stamp}
+                                **{k: old[k] for k in ("uv", "pv", "sw") if k in old}, **more, "stamp": stamp}
                 continue
             fact: dict[str, Any] = {"edits": edits.since_built_by_source(key, row.partition), **(row.facts or {})}
             if config_parents:
@@ -208,12 +217,12 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
                     latest = _latest_records(instance, key, pdef is not None)
                 fact.update(_config_edges(key, row.partition, latest.get(row.partition), config_parents,
                                           config_records, extract_data_provenance_from_entry))
-            if pdef is None and any(p.to_user_string() in switchable() for p in node.parent_keys):
+            if pdef is None and (gains or any(p.to_user_string() in switchable() for p in node.parent_keys)):
                 if latest is None:
                     latest = _latest_records(instance, key, False)
                 fact["sw"] = gather_stub_facts(graph, instance, key, None, latest.get(None),
                                                extract_data_provenance_from_entry)
-            built[label] = {**fact, "stamp": stamp}
+            built[label] = {**fact, **more, "stamp": stamp}
     from wse_platform.status_reshape import saved_families
     fams, family_keys = saved_families(settings, {**{a["name"]: a["pks"] for a in assets},
                                                   **{n: [e[0] for e in entries] for n, entries in config.items()}})
@@ -221,7 +230,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
             for a in assets if a["partitioned"]}  # ever built, also partitions no longer in the graph
     whole = {name: json.loads(sig) for name, sig in _signatures(graph).items()}
     code = status_report.quick_key(settings, with_settings=False, with_events=False)
-    switch_facts = {"graph": whole, "latest": gather_latest(graph, instance)} \
+    switch_facts = {"graph": whole, "latest": gather_latest(graph, instance), "ever": gather_ever(instance)} \
         if toposorted(whole) == [k.to_user_string() for k in keys] else {}  # else a switch is checked in full
     out = {"format": _FORMAT, "settings": _settings_blob(settings), "shape": shape(settings), "config": config,
            **switch_facts,
@@ -342,13 +351,17 @@ def _replay(settings: Settings, facts: dict) -> list[CellStatus] | None:
         return None
     if not same_shape(facts, settings):  # a partition list changed (a model added...): see status_reshape
         from wse_platform.status_reshape import encode, reshape
-        from wse_platform.status_switch import restore, switch_off, turned_off
+        from wse_platform.status_reshape import families
+        from wse_platform.status_switch import restore, switch_off, switch_on, turned_off, turned_on
         new_shape = encode(shape(settings))
-        off = turned_off(facts["shape"], new_shape)  # a judge or the ablation turned off: status_switch
+        off = turned_off(facts["shape"], new_shape)  # a judge, the ablation or the rubric turned off: status_switch
+        on = turned_on(facts["shape"], new_shape)
         if off:
             facts = switch_off(facts, off)
         elif facts.get("before") and facts["before"]["shape"] == new_shape:  # and back on
             facts = restore(facts, new_shape)
+        elif on:  # on for the first time
+            facts = switch_on(facts, on, families(settings))
         else:
             facts = reshape(facts, settings, new_shape)
         if facts is None:

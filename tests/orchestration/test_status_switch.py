@@ -33,17 +33,19 @@ def test_a_switch_turned_off_gives_the_graph_the_definitions_build(tmp_path):
     shipped = load_settings(str(cli.Path(__file__).resolve().parents[2] / "wse.yaml"))
     raw = json.loads(shipped.model_dump_json())
     raw["ncp"]["ablation"] = {"narrator": MODEL, "auditors": [{"model": MODEL}]}
+    raw["endings"]["rubric"] = {"model": MODEL}
     on, order = _graph(tmp_path, raw, "on.yaml")
     assert status_switch.toposorted(on) == order
     assert status_switch.switchable() <= set(on)
     offs = {"wse.consistency_judges": ("wse", "consistency_judges"), "wse.richness_judges": ("wse", "richness_judges"),
-            "ncp.ablation": ("ncp", "ablation")}
+            "ncp.ablation": ("ncp", "ablation"), "endings.rubric": ("endings", "rubric")}
     assert set(offs) == set(status_switch.SWITCHED)
     for switch, (section, key) in offs.items():
         edited = copy.deepcopy(raw)
         edited[section][key] = None
         off, off_order = _graph(tmp_path, edited, f"{key}.yaml")
-        mine = status_switch.graph_without(on, set(status_switch.SWITCHED[switch]))
+        removed = set(status_switch.SWITCHED[switch])
+        mine = status_switch.graph_without(on, removed, removed if switch in status_switch.DROPPED else set())
         assert mine == off, switch
         assert status_switch.toposorted(mine) == off_order, switch
 
