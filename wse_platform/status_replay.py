@@ -165,6 +165,7 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
     for r in rows:
         by_asset.setdefault(r.asset, []).append(r)
     edits, assets, built = EditLog(graph, instance), [], {}
+    below = _below_switches(graph)
     config_records = _ConfigRecords(instance)
     for key in keys:
         node, name = graph.get(key), key.to_user_string()
@@ -206,7 +207,8 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
             # switch turned on gives it the sources of the added asset, `status_switch.switch_on`)
             gains = pdef is None and (bool(gained_by(name)) or any(
                 p.to_user_string() in switchable() and graph.get(p).is_external for p in node.parent_keys))
-            more = {"more": edits.since_built_by_source(key, row.partition, edits.other_sources(key))} if gains else {}
+            more = {"more": edits.since_built_by_source(key, row.partition, edits.other_sources(key))} \
+                if pdef is None and (gains or name in below) else {}
             if old is not None and old.get("stamp") == stamp:
                 built[label] = {"edits": old["edits"], **(row.facts or {}),
                                 **{k: old[k] for k in ("uv", "pv", "sw") if k in old}, **more, "stamp": stamp}
@@ -242,6 +244,21 @@ def gather(graph, instance, settings: Settings, rows: list[CellStatus]) -> dict 
             and prev.get("marks") == marks and prev.get("code") == code:  # checked again with nothing recorded since: still holds
         before = prev["before"]
     return {**out, "before": before} if before else out
+
+
+def _below_switches(graph) -> set[str]:
+    """The assets whose sources a switch turned on can change (`status_switch.switch_on`): those with
+    `llm_calls`, a switched-off asset's stub or an asset that gains an edge (`GAINED`) among their
+    ancestors, or gaining one themselves."""
+    from wse_platform.status_switch import GAINED, LLM_CALLS, switchable
+
+    roots = {LLM_CALLS, *switchable(), *(n for gains in GAINED.values() for n in gains)}
+    out: set[str] = set()
+    for key in graph.toposorted_asset_keys:  # parents first
+        name = key.to_user_string()
+        if name in roots or any(p.to_user_string() in out for p in graph.get(key).parent_keys if graph.has(p)):
+            out.add(name)
+    return out
 
 
 class _ConfigRecords:

@@ -147,11 +147,15 @@ def test_the_rubric_turned_on_the_first_time_is_replayed_as_the_full_check_repor
                            {p: "v" for p in graph["endings_corpus_summary"][5]})
     _built_with_provenance("endings_pipeline_effect", "an older code version",
                            {p: "v" for p in graph["endings_pipeline_effect"][5]})
+    # a table reading `llm_calls`, which lists the rubric scores once on: the rubric configuration becomes
+    # one of its sources (the edits recorded on it since the table was built are saved for that)
+    _built_with_provenance("llm_usage", graph["llm_usage"][3], {p: "v" for p in graph["llm_usage"][5]})
     _status(capsys, "--full")
     edit_config(cfg, lambda raw: raw["endings"].update(rubric={"model": MODEL}))
     replayed = _replayed(capsys, monkeypatch, "--all")  # main: the full check
     cause = "endings_rubric_scores[gen:smollm2:beats]: has a new dependency on endings_rubric_scores"
     assert replayed.count(cause) == 2 and "missing    endings_rubric_criteria\n" in replayed, replayed
+    assert "stale      llm_usage\n" in replayed
     assert _report(_status(capsys, "--full", "--all")) == _report(replayed)
 
 
