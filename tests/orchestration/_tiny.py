@@ -75,6 +75,12 @@ def copy_baseline(baseline: Path, dest: Path, monkeypatch) -> Path:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(dest / "dagster_home"))
     monkeypatch.setenv("WSE_CONFIG", str(cfg))
+    # the copied dagster.yaml names the baseline's event log folder: point it at the copy's now, so
+    # that even a test opening the instance without `wse` (DagsterInstance.get()) writes only its copy
+    from wse_platform.config import load_settings
+    from wse_platform.runner import ensure_dagster_home
+
+    ensure_dagster_home(load_settings(str(cfg)))
     return cfg
 
 
