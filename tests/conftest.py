@@ -49,13 +49,32 @@ def _no_dagster_telemetry(monkeypatch):
 
 # The tiny WSE grid (tests/orchestration/_tiny.py) on the embedded model, materialized once per session
 # and copied into each test that asks for it (tests/orchestration's staleness tests, and tests/wse's
-# end-to-end check of the Dagster assets on the embedded model).
+# end-to-end check of the Dagster assets on the embedded model). Under pytest-xdist the workers share
+# one build (pytest-xdist's documented pattern): the first worker to take the lock in the folder all
+# workers' base temps share builds it, the others wait for it and reuse it. Nothing writes to the
+# baseline afterwards: every test works on its own copy (`tiny`).
 @pytest.fixture(scope="session")
 def tiny_baseline(tmp_path_factory):
     from tests.orchestration._tiny import materialize_baseline
 
-    folder = tmp_path_factory.mktemp("tiny_baseline")
-    materialize_baseline(folder)
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # one process: nothing to share
+        folder = tmp_path_factory.mktemp("tiny_baseline")
+        materialize_baseline(folder)
+        return folder
+
+    import shutil
+
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent  # the session's base temp, above each worker's own
+    folder, done = shared / "tiny_baseline", shared / "tiny_baseline.done"
+    with FileLock(str(shared / "tiny_baseline.lock")):
+        if not done.exists():
+            if folder.exists():  # a worker's build that failed half way
+                shutil.rmtree(folder)
+            folder.mkdir()
+            materialize_baseline(folder)
+            done.write_text(os.environ["PYTEST_XDIST_WORKER"])
     return folder
 
 

@@ -9,14 +9,22 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import write_config
+from wse_platform.config import profile_scale
 
 MODEL, ARCH = "smollm2", "B1"
 CELL = f"{ARCH}|{MODEL}"  # Dagster orders multi-partition dimensions alphabetically: arch|model
 
+# The richness judge's output budget: the quick profile's 700 tokens let SmolLM2 write ~600 tokens
+# (~15 s of the build, and again in each test that re-judges a regenerated cell) of an answer that
+# fails its schema anyway; cut at 16 tokens it is recorded as a truncated failure instead. Either
+# way the cell gets its one richness verdict row, which is all these tests read of it (its content
+# on the embedded model is tests/wse/test_panel.py's).
+RICHNESS_BUDGET = 16
 TINY = {
     "wse": {"models": [MODEL], "architectures": [ARCH], "n_seeds": 1, "horizon": 1,
             "consistency_judge": {"model": MODEL, "prompt_version": "v1", "count": 1},
             "richness_judge": {"model": MODEL, "prompt_version": "v1", "count": 1},
+            "budgets": {**profile_scale("quick")["wse"]["budgets"], "richness_judge": RICHNESS_BUDGET},
             "model_groups": {"embedded": [MODEL]}},
     "ncp": {"narrators": [], "extraction_models": [], "player_model": None, "auditor": None,
             "reaudit_auditors": []},
@@ -67,6 +75,12 @@ def copy_baseline(baseline: Path, dest: Path, monkeypatch) -> Path:
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("DAGSTER_HOME", str(dest / "dagster_home"))
     monkeypatch.setenv("WSE_CONFIG", str(cfg))
+    # the copied dagster.yaml names the baseline's event log folder: point it at the copy's now, so
+    # that even a test opening the instance without `wse` (DagsterInstance.get()) writes only its copy
+    from wse_platform.config import load_settings
+    from wse_platform.runner import ensure_dagster_home
+
+    ensure_dagster_home(load_settings(str(cfg)))
     return cfg
 
 

@@ -8,7 +8,7 @@ import sys
 
 from dagster import AssetMaterialization, DagsterInstance
 
-from tests.orchestration._tiny import CELL, MODEL, edit_config, judge_prompt_v2, status_of
+from tests.orchestration._tiny import CELL, MODEL, TINY, edit_config, judge_prompt_v2, status_of
 from wse_platform import cli, status_replay
 from wse_platform.config import load_settings
 
@@ -36,8 +36,8 @@ def _replayed(capsys, monkeypatch, *extra) -> str:
 
 
 def _judge_budget(n: int | None):
-    """The consistency judge's token budget (in both the cell and the judge fingerprints); None: the default."""
-    return lambda raw: raw["wse"].update(budgets={"consistency_judge": n}) if n else raw["wse"].pop("budgets", None)
+    """The consistency judge's token budget (in both the cell and the judge fingerprints); None: the built one."""
+    return lambda raw: raw["wse"]["budgets"].update(consistency_judge=n or TINY["wse"]["budgets"]["consistency_judge"])
 
 
 def test_a_config_edit_is_replayed_as_the_full_check_reports_it(tiny, capsys, monkeypatch):
