@@ -291,6 +291,8 @@ class _SayingFirst(Executor):
         self._inner, self._graph = inner, graph
 
     def execute(self, plan_context, execution_plan):
+        from wse_platform.procs import freeze_long_lived
+        freeze_long_lived()  # the run's process has loaded the code: left out of the collector's scans
         _say_safely(self._graph.resolved, plan_context.instance, plan_context.dagster_run, compute=True)
         yield from self._inner.execute(plan_context, execution_plan)
 
