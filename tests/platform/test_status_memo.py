@@ -64,3 +64,32 @@ def test_signatures_are_computed_once_per_graph_and_equal_a_fresh_computation(mo
     assert status._signatures(other) == again and len(made) == 2
     assert status._signatures(graph) == again and len(made) == 2
     assert AssetKey("table") in graph.toposorted_asset_keys
+
+
+def _saved(rows: list[CellStatus], mark: int) -> dict:
+    return {"format": status._CACHE_FORMAT, "signatures": {"cell": "s"}, "marks": {"cell": [mark, 0]},
+            "pending": {}, "rows": [status._row(r) for r in rows]}
+
+
+def test_the_result_this_process_saved_is_read_back_without_parsing_until_another_process_replaces_it(
+        tmp_path, monkeypatch):
+    path = tmp_path / status.STATUS_CACHE
+    rows = [CellStatus("cell", "B1|m1", "fresh", []), CellStatus("cell", "B2|m1", "stale", ["code"], {"own": [["k", "x"]]})]
+    data = _saved(rows, 7)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    status._remember_saved(path, data)
+    parsed: list[int] = []
+    real = json.loads
+    monkeypatch.setattr(status.json, "loads", lambda text, *a, **k: parsed.append(1) or real(text, *a, **k))
+    first = status._load_cache(path)
+    assert not parsed
+    first["marks"]["cell"] = [0, 0]                         # a caller changes the marks it got
+    second = status._load_cache(path)
+    assert second["rows"] == rows and second["marks"] == {"cell": [7, 0]} and not parsed
+    monkeypatch.setattr(status.json, "loads", real)
+    assert second == {**json.loads(path.read_text()), "rows": rows}  # what parsing the file gives
+    other = tmp_path / "other.json"                         # another process saves its result
+    other.write_text(json.dumps(_saved(rows[:1], 9)), encoding="utf-8")
+    other.replace(path)
+    third = status._load_cache(path)
+    assert third["marks"] == {"cell": [9, 0]} and third["rows"] == rows[:1]
