@@ -50,7 +50,8 @@ from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, Asse
 
 from assets.automation import LazyGraph, named
 from wse_platform.dagster_private import (DATA_VERSION_TAG, AssetCheckEvaluationTargetMaterializationData, AssetGraph,
-                                          latest_check_executions)
+                                          latest_check_executions, latest_materialization_heads,
+                                          latest_materialization_ids)
 from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
 
 IN_SYNC = "in_sync"
@@ -102,7 +103,8 @@ def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None,
 
 
 def _evaluation(key: AssetKey, rec, judged: tuple) -> AssetCheckEvaluation:
-    """The runless `in_sync` evaluation of materialization record `rec` of `key`; `judged` = `verdict(rows)`."""
+    """The runless `in_sync` evaluation of materialization `rec` of `key` (a record, or a
+    `MaterializationHead`: its storage id, run id and timestamp); `judged` = `verdict(rows)`."""
     passed, description, meta = judged
     target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
                                                            timestamp=rec.timestamp)
@@ -115,11 +117,8 @@ def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence
     assets), as runless evaluations: the newest row, so the UI shows it at once, whatever the sensor
     reported while the run was planned or in flight. The status computed is that of these assets,
     the run's other assets of the same partitioning and their ancestors. Returns the evaluations."""
-    built = {}
-    for record in instance.get_asset_records(list(keys)):
-        rec = record.asset_entry.last_materialization_record
-        if rec is not None and rec.run_id == run_id:
-            built[record.asset_entry.asset_key] = rec
+    # storage id, run and time of each newest materialization, without deserializing the records
+    built = {key: head for key, head in latest_materialization_heads(instance, keys).items() if head.run_id == run_id}
     if not built:
         return []
     # what is downstream of them (the run's later steps, the tables) is left pending for the next
@@ -154,8 +153,7 @@ def _reported_by_run(instance, keys: Sequence[AssetKey], run_id: str) -> dict[As
     """The evaluations the assets' step hooks reported in this run, where that is the latest one and
     checked the asset's newest materialization (two queries for all the assets)."""
     latest = latest_check_executions(instance, [AssetCheckKey(k, IN_SYNC) for k in keys])
-    newest = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
-              for r in instance.get_asset_records(list(keys))}
+    newest = latest_materialization_ids(instance, keys)
     out = {}
     for check_key, record in latest.items():
         ev = record.evaluation
