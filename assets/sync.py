@@ -44,14 +44,14 @@ import json
 from collections.abc import Mapping, Sequence
 
 from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition, DagsterEventType,
+                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition,
                      DefaultSensorStatus, HookContext, MetadataValue, SensorEvaluationContext, SensorResult,
                      multi_asset_check, sensor, success_hook)
 
 from assets.automation import LazyGraph, named
 from wse_platform.dagster_private import (DATA_VERSION_TAG, AssetCheckEvaluationTargetMaterializationData, AssetGraph,
                                           latest_check_executions, latest_materialization_heads,
-                                          latest_materialization_ids)
+                                          latest_materialization_ids, run_materialized)
 from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
 
 IN_SYNC = "in_sync"
@@ -209,8 +209,7 @@ def readers_of_new_calls(graph: AssetGraph, instance, run_id: str) -> list[Asset
         return []
     # the run's own materializations (its event log), not the newest few of `llm_calls`: any number
     # of other runs may have recorded calls since
-    recs = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
-    if not any(r.event_log_entry.dagster_event.asset_key == key for r in recs):
+    if not run_materialized(instance, run_id, key):
         return []
     children = [c for c in graph.get(key).child_keys if graph.get(c).is_materializable]
     built = [r.asset_entry.asset_key for r in instance.get_asset_records(children) if r.asset_entry.last_materialization]
@@ -230,10 +229,10 @@ def rebuilt_as_before(instance, run_id: str, partition: Mapping[AssetKey, str | 
     if not after or not all(after.values()):
         return False
     for key in after:
-        res = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[partition[key]] if partition.get(key) else None),
-            limit=4)
-        recs = res.records
+        found = AssetRecordsFilter(asset_key=key, asset_partitions=[partition[key]] if partition.get(key) else None)
+        recs = instance.fetch_materializations(found, limit=2).records  # the newest 4 only if the run built it twice
+        if len(recs) == 2 and recs[1].run_id == run_id:
+            recs = instance.fetch_materializations(found, limit=4).records
         if not recs or recs[0].run_id != run_id:
             return False
         before = next((r for r in recs if r.run_id != run_id), None)

@@ -329,6 +329,27 @@ def latest_materialization_heads(instance, keys) -> dict:
     return out
 
 
+def run_materialized(instance, run_id: str, key) -> bool:
+    """Whether run `run_id` recorded a materialization of `key`: one query on the run's events (asset key
+    and event type columns), not the run's materialization records deserialized with their metadata
+    (`assets/sync.py readers_of_new_calls`; `tests/platform/test_materialization_ids.py`)."""
+    from dagster import DagsterEventType
+
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        recs = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+        return any(r.event_log_entry.dagster_event.asset_key == key for r in recs)
+    import sqlalchemy as db
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable as table
+    from dagster._core.storage.sqlalchemy_compat import db_select
+
+    query = db_select([table.c.id]).where(db.and_(
+        table.c.run_id == run_id, table.c.asset_key == key.to_string(),
+        table.c.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION.value)).limit(1)
+    with storage.run_connection(run_id) as conn:
+        return conn.execute(query).fetchone() is not None
+
+
 def latest_observation_ids(instance, keys) -> dict:
     """{asset key: storage id of its newest observation} for the `keys` that have one (after the asset's
     latest wipe), in one grouped query on the event log's (asset key, event type, id) index: what
@@ -426,6 +447,6 @@ __all__ = [
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
     "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids",
-    "latest_materialization_heads", "MaterializationHead",
+    "latest_materialization_heads", "MaterializationHead", "run_materialized",
     "template_key",
 ]

@@ -130,3 +130,24 @@ def test_the_heads_are_those_of_the_asset_records_through_builds_a_runless_event
         assert heads(instance) == _heads_from_records(instance) and AssetKey("cell") not in heads(instance)
         materialize([cell], instance=instance, partition_key="b")
         assert heads(instance) == _heads_from_records(instance) and AssetKey("cell") in heads(instance)
+
+
+def test_run_materialized_says_which_assets_a_run_materialized_as_its_records_do():
+    from dagster import DagsterEventType
+
+    from wse_platform.dagster_private import run_materialized
+
+    @asset
+    def other() -> None:
+        ...
+
+    with instance_for_test() as instance:
+        first = materialize([cell, table, other], instance=instance, partition_key="a", selection=[cell])
+        second = materialize([other], instance=instance)
+        for run in (first, second):
+            recs = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+            built = {r.event_log_entry.dagster_event.asset_key for r in recs}
+            for key in (AssetKey("cell"), AssetKey("table"), AssetKey("other")):
+                assert run_materialized(instance, run.run_id, key) == (key in built)
+        assert run_materialized(instance, first.run_id, AssetKey("cell"))
+        assert not run_materialized(instance, second.run_id, AssetKey("cell"))
