@@ -44,13 +44,14 @@ import json
 from collections.abc import Mapping, Sequence
 
 from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec,
-                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition, DagsterEventType,
+                     AssetChecksDefinition, AssetKey, AssetRecordsFilter, AssetsDefinition,
                      DefaultSensorStatus, HookContext, MetadataValue, SensorEvaluationContext, SensorResult,
                      multi_asset_check, sensor, success_hook)
 
 from assets.automation import LazyGraph, named
 from wse_platform.dagster_private import (DATA_VERSION_TAG, AssetCheckEvaluationTargetMaterializationData, AssetGraph,
-                                          latest_check_executions)
+                                          latest_check_executions, latest_materialization_heads,
+                                          latest_materialization_ids, run_materialized)
 from wse_platform.status import INCOMPLETE, MISSING, STALE, CellStatus, compute_status, event_marks
 
 IN_SYNC = "in_sync"
@@ -102,7 +103,8 @@ def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None,
 
 
 def _evaluation(key: AssetKey, rec, judged: tuple) -> AssetCheckEvaluation:
-    """The runless `in_sync` evaluation of materialization record `rec` of `key`; `judged` = `verdict(rows)`."""
+    """The runless `in_sync` evaluation of materialization `rec` of `key` (a record, or a
+    `MaterializationHead`: its storage id, run id and timestamp); `judged` = `verdict(rows)`."""
     passed, description, meta = judged
     target = AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
                                                            timestamp=rec.timestamp)
@@ -115,11 +117,8 @@ def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence
     assets), as runless evaluations: the newest row, so the UI shows it at once, whatever the sensor
     reported while the run was planned or in flight. The status computed is that of these assets,
     the run's other assets of the same partitioning and their ancestors. Returns the evaluations."""
-    built = {}
-    for record in instance.get_asset_records(list(keys)):
-        rec = record.asset_entry.last_materialization_record
-        if rec is not None and rec.run_id == run_id:
-            built[record.asset_entry.asset_key] = rec
+    # storage id, run and time of each newest materialization, without deserializing the records
+    built = {key: head for key, head in latest_materialization_heads(instance, keys).items() if head.run_id == run_id}
     if not built:
         return []
     # what is downstream of them (the run's later steps, the tables) is left pending for the next
@@ -154,8 +153,7 @@ def _reported_by_run(instance, keys: Sequence[AssetKey], run_id: str) -> dict[As
     """The evaluations the assets' step hooks reported in this run, where that is the latest one and
     checked the asset's newest materialization (two queries for all the assets)."""
     latest = latest_check_executions(instance, [AssetCheckKey(k, IN_SYNC) for k in keys])
-    newest = {r.asset_entry.asset_key: r.asset_entry.last_materialization_storage_id
-              for r in instance.get_asset_records(list(keys))}
+    newest = latest_materialization_ids(instance, keys)
     out = {}
     for check_key, record in latest.items():
         ev = record.evaluation
@@ -211,8 +209,7 @@ def readers_of_new_calls(graph: AssetGraph, instance, run_id: str) -> list[Asset
         return []
     # the run's own materializations (its event log), not the newest few of `llm_calls`: any number
     # of other runs may have recorded calls since
-    recs = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
-    if not any(r.event_log_entry.dagster_event.asset_key == key for r in recs):
+    if not run_materialized(instance, run_id, key):
         return []
     children = [c for c in graph.get(key).child_keys if graph.get(c).is_materializable]
     built = [r.asset_entry.asset_key for r in instance.get_asset_records(children) if r.asset_entry.last_materialization]
@@ -232,10 +229,10 @@ def rebuilt_as_before(instance, run_id: str, partition: Mapping[AssetKey, str | 
     if not after or not all(after.values()):
         return False
     for key in after:
-        res = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[partition[key]] if partition.get(key) else None),
-            limit=4)
-        recs = res.records
+        found = AssetRecordsFilter(asset_key=key, asset_partitions=[partition[key]] if partition.get(key) else None)
+        recs = instance.fetch_materializations(found, limit=2).records  # the newest 4 only if the run built it twice
+        if len(recs) == 2 and recs[1].run_id == run_id:
+            recs = instance.fetch_materializations(found, limit=4).records
         if not recs or recs[0].run_id != run_id:
             return False
         before = next((r for r in recs if r.run_id != run_id), None)

@@ -45,7 +45,7 @@ from dagster import (AssetCheckEvaluation, AssetCheckKey, AssetCheckSeverity, As
 from assets.automation import LazyGraph
 from assets.sync import IN_SYNC, PARTITION_TAG, _evaluation, status_by_asset, verdict
 from wse_platform.dagster_private import (AssetCheckEvaluationTargetMaterializationData, AssetGraph, check_history,
-                                          latest_check_executions)
+                                          latest_check_executions, latest_materialization_heads)
 
 SENSOR = "sync_rebuilding"
 RUN_ID_SHOWN = 8  # the UI shows a run's id by its first 8 characters
@@ -98,8 +98,8 @@ def planned_by(instance, run: DagsterRun, marked_too: bool = False) -> dict[Asse
 
 
 def _newest(instance, keys: Sequence[AssetKey]) -> dict[AssetKey, object]:
-    return {r.asset_entry.asset_key: r.asset_entry.last_materialization_record
-            for r in instance.get_asset_records(list(keys)) if r.asset_entry.last_materialization_record is not None}
+    """Each asset's newest materialization: its storage id, run and time (`MaterializationHead`)."""
+    return latest_materialization_heads(instance, keys)
 
 
 def unmarked(description: str) -> str:
@@ -339,6 +339,8 @@ class _SayingFirst(Executor):
         self._inner, self._graph = inner, graph
 
     def execute(self, plan_context, execution_plan):
+        from wse_platform.procs import freeze_long_lived
+        freeze_long_lived()  # the run's process has loaded the code: left out of the collector's scans
         _say_safely(self._graph.resolved, plan_context.instance, plan_context.dagster_run, compute=True)
         yield from self._inner.execute(plan_context, execution_plan)
 

@@ -22,6 +22,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from contextlib import contextmanager
+from typing import NamedTuple
 
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster import AssetKey
@@ -290,6 +291,65 @@ def latest_materialization_ids(instance, keys) -> dict:
     return out
 
 
+class MaterializationHead(NamedTuple):
+    """What a check evaluation names of the materialization it checked (`AssetCheckEvaluationTargetMaterializationData`)."""
+    storage_id: int
+    run_id: str
+    timestamp: float
+
+
+def latest_materialization_heads(instance, keys) -> dict:
+    """{asset key: `MaterializationHead` of its newest materialization} for the `keys` that have one: the
+    storage id, run id and timestamp of `instance.get_asset_records(keys)`'s `last_materialization_record`,
+    read from the same rows as plain JSON instead of deserializing each stored materialization (its metadata:
+    table schemas, previews), as `latest_materialization_ids` does; where a row holds no readable record,
+    or one older than the asset's latest wipe, from `get_asset_records` itself (`assets/sync.py`'s step
+    hooks; `tests/platform/test_materialization_ids.py` compares both)."""
+    storage = instance.event_log_storage
+    keys = list(keys)
+    out, other = {}, []
+    rows = storage._fetch_asset_rows(asset_keys=keys) if isinstance(storage, SqlEventLogStorage) and keys else []
+    for row in rows:
+        key = AssetKey.from_db_string(row["asset_key"])
+        if not key:
+            continue
+        details = AssetDetails.from_db_string(row["asset_details"])
+        wiped = details.last_wipe_timestamp if details else None
+        head = _record_head(row["last_materialization"], with_run=True)
+        if head is not None and (wiped is None or head[1] > wiped):
+            out[key] = MaterializationHead(head[0], head[2], head[1])
+        else:
+            other.append(key)
+    if not isinstance(storage, SqlEventLogStorage):
+        other = keys
+    for record in instance.get_asset_records(other) if other else []:
+        rec = record.asset_entry.last_materialization_record
+        if rec is not None:
+            out[record.asset_entry.asset_key] = MaterializationHead(rec.storage_id, rec.run_id, rec.timestamp)
+    return out
+
+
+def run_materialized(instance, run_id: str, key) -> bool:
+    """Whether run `run_id` recorded a materialization of `key`: one query on the run's events (asset key
+    and event type columns), not the run's materialization records deserialized with their metadata
+    (`assets/sync.py readers_of_new_calls`; `tests/platform/test_materialization_ids.py`)."""
+    from dagster import DagsterEventType
+
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        recs = instance.get_records_for_run(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+        return any(r.event_log_entry.dagster_event.asset_key == key for r in recs)
+    import sqlalchemy as db
+    from dagster._core.storage.event_log.schema import SqlEventLogStorageTable as table
+    from dagster._core.storage.sqlalchemy_compat import db_select
+
+    query = db_select([table.c.id]).where(db.and_(
+        table.c.run_id == run_id, table.c.asset_key == key.to_string(),
+        table.c.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION.value)).limit(1)
+    with storage.run_connection(run_id) as conn:
+        return conn.execute(query).fetchone() is not None
+
+
 def latest_observation_ids(instance, keys) -> dict:
     """{asset key: storage id of its newest observation} for the `keys` that have one (after the asset's
     latest wipe), in one grouped query on the event log's (asset key, event type, id) index: what
@@ -326,8 +386,9 @@ def _ids_from_records(records) -> dict:
             if r.asset_entry.last_materialization_storage_id}
 
 
-def _record_head(text):
-    """(storage id, event timestamp) of a serialized `EventLogRecord`, or None if `text` is not one."""
+def _record_head(text, with_run: bool = False):
+    """(storage id, event timestamp) of a serialized `EventLogRecord`, or None if `text` is not one;
+    `with_run`: (storage id, event timestamp, run id), None without a run id."""
     if not text:
         return None
     try:
@@ -338,7 +399,10 @@ def _record_head(text):
         else None
     sid, ts = value.get("storage_id") if entry else None, entry.get("timestamp") if isinstance(entry, dict) else None
     if isinstance(sid, int) and not isinstance(sid, bool) and isinstance(ts, (int, float)):
-        return sid, ts
+        if not with_run:
+            return sid, ts
+        run_id = entry.get("run_id")
+        return (sid, ts, run_id) if isinstance(run_id, str) and run_id else None
     return None
 
 
@@ -383,5 +447,6 @@ __all__ = [
     "TemporalContext", "WorkspaceFileTarget", "extract_data_provenance_from_entry", "get_current_datetime",
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
     "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids",
+    "latest_materialization_heads", "MaterializationHead", "run_materialized",
     "template_key",
 ]

@@ -11,7 +11,10 @@ does not, so the files it stamps are final when it exits) does two things throug
 SQLAlchemy's public event API, only for database files under `home`:
 - each new connection runs `PRAGMA synchronous=NORMAL`: the setting SQLite recommends with WAL. A
   commit survives a crash or `kill -9` of the process (it is in the WAL file); only a power loss
-  or OS crash may lose the last commits, never corrupting the file (sqlite.org/wal.html);
+  or OS crash may lose the last commits, never corrupting the file (sqlite.org/wal.html). The
+  connections the event log storage kept from before `install` (`wse materialize` reads the
+  instance before it runs) are closed then, so they are made again with it: else every event
+  stored in `index.db` waited for an fsync (~475 in a 1-cell command);
 - the process keeps one idle connection open to each file it used (the most recent `KEEP` run
   files and every other file), so a query's connection is never the file's last one and closing
   it does not checkpoint; SQLite's automatic checkpoint (every 1000 WAL pages) still runs, and the
@@ -46,9 +49,13 @@ def install(home: str | Path) -> None:
     if _state["home"] != root:  # another instance (tests): the files of the previous one are let go
         release()
         _ours.clear()
+    changed = _state["home"] != root
     _state["home"] = root
     if first:
         event.listen(Engine, "connect", _on_connect)
+    if changed:  # the event log's connections kept from before are made again, with the setting
+        from wse_platform.dagster_private import release_event_log_connections
+        release_event_log_connections()
 
 
 def _on_connect(dbapi_connection, connection_record) -> None:

@@ -201,11 +201,13 @@ def run_here(defs, step, instance, tags: dict[str, str]) -> tuple[bool, str | No
     """One run in this process (as `workers.run_step` in a worker): (ok, first failure, seconds, cause),
     the failure `INTERRUPTED` when Ctrl-C stopped it."""
     from wse_platform.instance_sqlite import install
+    from wse_platform.procs import freeze_long_lived
     from wse_platform.run_guard import first_failure, infrastructure_cause
     from wse_platform.runner import _interrupted, run_in_location
 
     if instance.root_directory:  # cheaper SQLite commits for the run's events (instance_sqlite.py)
         install(instance.root_directory)
+    freeze_long_lived()  # once per process (procs.py)
     t0 = time.perf_counter()
     result = run_in_location(defs, step, instance, tags)
     dt = time.perf_counter() - t0

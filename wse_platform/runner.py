@@ -359,11 +359,13 @@ def execute(defs: Definitions, steps: Sequence[RunPlanStep], instance: DagsterIn
     """Run the steps in order. SIGINT/SIGTERM stop the whole sequence (see `StopOnSignal`); so does
     an infrastructure failure, and a run reading an asset that failed is skipped (`run_guard`)."""
     from wse_platform.instance_sqlite import install
+    from wse_platform.procs import freeze_long_lived
     from wse_platform.run_guard import RunGuard, first_failure
 
     if instance.root_directory:  # cheaper SQLite commits for the runs' events (instance_sqlite.py)
         install(instance.root_directory)
     guard = guard or RunGuard(defs)
+    freeze_long_lived()  # the definitions are loaded: the garbage collector's scans leave them out (procs.py)
     report = RunReport()
     with StopOnSignal() as stop:
         for i, step in enumerate(steps, 1):

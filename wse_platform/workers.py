@@ -182,6 +182,8 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
     from wse_platform.instance_sqlite import install
     install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
     _WORKER["instance"] = DagsterInstance.get()
+    from wse_platform.procs import freeze_long_lived
+    freeze_long_lived()  # definitions and instance loaded: left out of the collector's scans (procs.py)
     import atexit
     atexit.register(_exit_now)   # runs first at exit (handlers run last-registered first)
 

@@ -126,3 +126,28 @@ def test_index_columns_and_completed_migrations_are_asked_once(tmp_path, monkeyp
         event.remove(Engine, "before_cursor_execute", spy)
     instance.dispose()
     assert len(asked) <= 4, f"{len(asked)} schema/migration questions in 20 rounds of queries"
+
+
+def test_connections_kept_from_before_install_are_made_again_with_its_settings(tmp_path, monkeypatch):
+    """`wse materialize` reads the instance (status, plan) before `runner.execute` calls
+    `instance_sqlite.install`: the index connection the storage kept from then must not stay in
+    SQLite's default `synchronous=FULL` (an fsync per stored event, ~1 ms of wall each) for the runs."""
+    from wse_platform import instance_sqlite
+    from wse_platform.dagster_private import INDEX_SHARD
+
+    instance = _instance(tmp_path, monkeypatch)
+    instance.get_latest_materialization_event(AssetKey("thing"))  # index.db connected before install
+
+    def synchronous(shard: str) -> int:
+        with instance.event_log_storage._connect(shard) as conn:
+            return conn.exec_driver_sql("PRAGMA synchronous").fetchone()[0]
+
+    assert synchronous(INDEX_SHARD) == 2  # FULL, SQLite's default
+    instance_sqlite.install(instance.root_directory)
+    try:
+        result = materialize([thing, thing_is_one], instance=instance)
+        assert result.success
+        assert synchronous(INDEX_SHARD) == 1 and synchronous(result.run_id) == 1  # NORMAL
+    finally:
+        instance_sqlite.release()
+        instance.dispose()

@@ -104,3 +104,50 @@ def test_the_observation_ids_are_those_fetch_observations_finds_through_a_wipe()
         instance.report_runless_asset_event(AssetObservation("src"))
         seen = latest_observation_ids(instance, keys)
         assert seen == _observed(instance, keys) and AssetKey("src") in seen
+
+
+def _heads_from_records(instance) -> dict:
+    return {r.asset_entry.asset_key: (rec.storage_id, rec.run_id, rec.timestamp) for r in instance.get_asset_records(KEYS)
+            if (rec := r.asset_entry.last_materialization_record) is not None}
+
+
+def test_the_heads_are_those_of_the_asset_records_through_builds_a_runless_event_a_wipe_and_a_rebuild():
+    from wse_platform.dagster_private import latest_materialization_heads
+
+    def heads(instance) -> dict:
+        return {k: tuple(h) for k, h in latest_materialization_heads(instance, KEYS).items()}
+
+    with instance_for_test() as instance:
+        assert heads(instance) == _heads_from_records(instance) == {}
+        materialize([cell, table], instance=instance, partition_key="a", selection=[cell])
+        materialize([cell, table], instance=instance, selection=[table])
+        seen = heads(instance)
+        assert seen == _heads_from_records(instance) and set(seen) == {AssetKey("cell"), AssetKey("table")}
+        assert all(run for _, run, _ in seen.values())
+        instance.report_runless_asset_event(AssetMaterialization("cell", partition="b"))  # no run id
+        assert heads(instance) == _heads_from_records(instance) and heads(instance)[AssetKey("cell")][1] == ""
+        instance.wipe_assets([AssetKey("cell")])
+        assert heads(instance) == _heads_from_records(instance) and AssetKey("cell") not in heads(instance)
+        materialize([cell], instance=instance, partition_key="b")
+        assert heads(instance) == _heads_from_records(instance) and AssetKey("cell") in heads(instance)
+
+
+def test_run_materialized_says_which_assets_a_run_materialized_as_its_records_do():
+    from dagster import DagsterEventType
+
+    from wse_platform.dagster_private import run_materialized
+
+    @asset
+    def other() -> None:
+        ...
+
+    with instance_for_test() as instance:
+        first = materialize([cell, table, other], instance=instance, partition_key="a", selection=[cell])
+        second = materialize([other], instance=instance)
+        for run in (first, second):
+            recs = instance.get_records_for_run(run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION).records
+            built = {r.event_log_entry.dagster_event.asset_key for r in recs}
+            for key in (AssetKey("cell"), AssetKey("table"), AssetKey("other")):
+                assert run_materialized(instance, run.run_id, key) == (key in built)
+        assert run_materialized(instance, first.run_id, AssetKey("cell"))
+        assert not run_materialized(instance, second.run_id, AssetKey("cell"))
