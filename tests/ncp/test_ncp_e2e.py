@@ -11,7 +11,13 @@ def test_end_to_end_on_the_embedded_model_through_dagster(tmp_path):
     and the replay invariants, not quality. On the shortest spec (movie26) the adversarial player
     rambles past its 256 tokens (kept, cut, as the reference keeps it); a call that still fails
     after retries leaves the episode without a result (ncp_failed_episodes), as in the reference.
-    The audit order and inputs are pinned on the scripted backend (test_episode.py)."""
+    The audit order and inputs are pinned on the scripted backend (test_episode.py).
+
+    Which branch runs depends on the model's answers: on the AMD EPYC machine of 2026-12-03
+    (llama-cpp-python 0.3.36) SmolLM2 fails turn 1's fact update after its retries, so the episode
+    is listed in ncp_failed_episodes and the checks after the `if failed:` branch do not run there;
+    the same tables with an episode that has a result are pinned through Dagster on the scripted
+    backend (test_ncp_assets.py)."""
     pytest.importorskip("llama_cpp")
     import yaml
 
