@@ -92,38 +92,32 @@ def switchable() -> set[str]:
     return {a for names in SWITCHED.values() for a in names}
 
 
-def turned_on(old: dict, new: dict) -> list[str] | None:
-    """The switches turned on between two `status_replay.shape`s that differ in switches only, or
-    None when any switch was turned off."""
+def _switched(old: dict, new: dict, *, on: bool, replayed) -> list[str] | None:
+    """The switches that changed between two `status_replay.shape`s that differ in switches only, if
+    every one of them went the way `on` says and is in `replayed`; else None."""
     if [old.get(k) for k in ("cells", "extraction", "endings", "cron")] != \
             [new.get(k) for k in ("cells", "extraction", "endings", "cron")]:
         return None
-    on = []
+    changed = []
     for name, was in old["switches"].items():
-        now = new["switches"].get(name)
-        if was == now:
+        if was == new["switches"].get(name):
             continue
-        if was or name not in ADDED:
+        if bool(was) == on or name not in replayed:
             return None
-        on.append(name)
-    return on or None
+        changed.append(name)
+    return changed or None
+
+
+def turned_on(old: dict, new: dict) -> list[str] | None:
+    """The switches turned on between two `status_replay.shape`s that differ in switches only, or
+    None when any switch was turned off."""
+    return _switched(old, new, on=True, replayed=ADDED)
 
 
 def turned_off(old: dict, new: dict) -> list[str] | None:
     """The switches turned off between two `status_replay.shape`s that differ in switches only, or
     None when any switch was turned on or one is not replayed."""
-    if [old.get(k) for k in ("cells", "extraction", "endings", "cron")] != \
-            [new.get(k) for k in ("cells", "extraction", "endings", "cron")]:
-        return None
-    off = []
-    for name, was in old["switches"].items():
-        now = new["switches"].get(name)
-        if was == now:
-            continue
-        if not was or name not in SWITCHED:
-            return None
-        off.append(name)
-    return off or None
+    return _switched(old, new, on=False, replayed=SWITCHED)
 
 
 def graph_without(graph: dict[str, list], removed: set[str], dropped: set[str] = frozenset()) -> dict[str, list] | None:

@@ -162,19 +162,30 @@ def test_during_and_after_a_run_the_data_check_says_the_mark_then_its_result():
     assert _shown(instance, "verdicts", DATA) == ("FAILED", "0 rows checked")  # its own result, same row
 
 
-def test_after_a_failed_run_a_data_check_it_did_not_rebuild_says_its_verdict_again():
-    defs, state, instance = _stale()
+def _failed_run(defs, state, instance):
+    """A run of `verdicts` that fails: what its data check showed during it, and the run."""
     state["fail"] = True
     seen = []
     state["during"] = lambda context: seen.append(_shown(context.instance, "verdicts", DATA))
     result = _materialize(defs, instance, "verdicts")
-    assert not result.success and seen[0][1].startswith("rebuilding in run ")
-    run = instance.get_run_by_id(result.run_id)
-    assert _shown(instance, "verdicts", DATA)[1].startswith("rebuilding in run ")  # until the sensor's tick
+    assert not result.success
+    return seen, instance.get_run_by_id(result.run_id)
+
+
+def _tick_failed(defs, instance, run) -> None:
+    """The `sync_rebuild_failed` sensor's tick for `run`."""
     [sensor] = [s for s in defs.sensors if s.name == "sync_rebuild_failed"]
     sensor(build_run_status_sensor_context("sync_rebuild_failed",
                                            DagsterEvent(DagsterEventType.RUN_FAILURE.value, job_name=run.job_name),
                                            instance, run))
+
+
+def test_after_a_failed_run_a_data_check_it_did_not_rebuild_says_its_verdict_again():
+    defs, state, instance = _stale()
+    seen, run = _failed_run(defs, state, instance)
+    assert seen[0][1].startswith("rebuilding in run ")
+    assert _shown(instance, "verdicts", DATA)[1].startswith("rebuilding in run ")  # until the sensor's tick
+    _tick_failed(defs, instance, run)
     assert _shown(instance, "verdicts", DATA) == ("SUCCEEDED", "3 rows checked")  # main: ("EXECUTION_FAILED", "")
     rec = instance.get_latest_asset_check_evaluation_record(AssetCheckKey(AssetKey("verdicts"), DATA))
     assert rec.run_id == run.run_id  # in the run's own row
@@ -227,15 +238,8 @@ def test_a_data_check_never_evaluated_says_so_while_a_run_builds_then_its_result
 
 def test_after_a_failed_run_a_data_check_never_evaluated_says_it_was_not_evaluated():
     defs, state, instance = _never_checked()
-    state["fail"] = True
-    seen = []
-    state["during"] = lambda context: seen.append(_shown(context.instance, "verdicts", DATA))
-    result = _materialize(defs, instance, "verdicts")
-    assert not result.success and seen == [("FAILED", f"first evaluation in run {result.run_id[:8]}; not evaluated yet")]
-    run = instance.get_run_by_id(result.run_id)
-    [sensor] = [s for s in defs.sensors if s.name == "sync_rebuild_failed"]
-    sensor(build_run_status_sensor_context("sync_rebuild_failed",
-                                           DagsterEvent(DagsterEventType.RUN_FAILURE.value, job_name=run.job_name),
-                                           instance, run))
+    seen, run = _failed_run(defs, state, instance)
+    assert seen == [("FAILED", f"first evaluation in run {run.run_id[:8]}; not evaluated yet")]
+    _tick_failed(defs, instance, run)
     assert _shown(instance, "verdicts", DATA) == (
         "FAILED", f"not evaluated: run {run.run_id[:8]} failed before this check ran; it has no verdict yet")
