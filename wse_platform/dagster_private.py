@@ -273,28 +273,18 @@ def latest_materialization_ids(instance, keys) -> dict:
     storage = instance.event_log_storage
     if not isinstance(storage, SqlEventLogStorage):
         return _ids_from_records(instance.get_asset_records(list(keys)))
-    out, other, other_details = {}, [], []
-    for row in storage._fetch_asset_rows(asset_keys=list(keys)):
-        key = AssetKey.from_db_string(row["asset_key"])
-        if not key:
-            continue
-        details = AssetDetails.from_db_string(row["asset_details"])
-        wiped = details.last_wipe_timestamp if details else None
-        head = _record_head(row["last_materialization"])
-        if head is not None and (wiped is None or head[1] > wiped):
-            out[key] = head[0]
-        else:
-            other.append(key)
-            other_details.append(details)
+    fresh, other = _materialization_rows(storage, list(keys))
+    out = {key: head.storage_id for key, head in fresh.items()}
     if other:
-        out.update(_newest_ids(storage, other, other_details, DagsterEventType.ASSET_MATERIALIZATION))
+        out.update(_newest_ids(storage, [k for k, _ in other], [d for _, d in other],
+                               DagsterEventType.ASSET_MATERIALIZATION))
     return out
 
 
 class MaterializationHead(NamedTuple):
     """What a check evaluation names of the materialization it checked (`AssetCheckEvaluationTargetMaterializationData`)."""
     storage_id: int
-    run_id: str
+    run_id: str | None  # None only inside this module (a stored record without one)
     timestamp: float
 
 
@@ -307,26 +297,37 @@ def latest_materialization_heads(instance, keys) -> dict:
     hooks; `tests/platform/test_materialization_ids.py` compares both)."""
     storage = instance.event_log_storage
     keys = list(keys)
-    out, other = {}, []
-    rows = storage._fetch_asset_rows(asset_keys=keys) if isinstance(storage, SqlEventLogStorage) and keys else []
-    for row in rows:
-        key = AssetKey.from_db_string(row["asset_key"])
-        if not key:
-            continue
-        details = AssetDetails.from_db_string(row["asset_details"])
-        wiped = details.last_wipe_timestamp if details else None
-        head = _record_head(row["last_materialization"], with_run=True)
-        if head is not None and (wiped is None or head[1] > wiped):
-            out[key] = MaterializationHead(head[0], head[2], head[1])
-        else:
-            other.append(key)
-    if not isinstance(storage, SqlEventLogStorage):
-        other = keys
+    if not keys:
+        return {}
+    out, other = {}, keys
+    if isinstance(storage, SqlEventLogStorage):
+        fresh, unread = _materialization_rows(storage, keys)
+        out = {key: head for key, head in fresh.items() if head.run_id}
+        other = [k for k, _ in unread] + [k for k, head in fresh.items() if not head.run_id]
     for record in instance.get_asset_records(other) if other else []:
         rec = record.asset_entry.last_materialization_record
         if rec is not None:
             out[record.asset_entry.asset_key] = MaterializationHead(rec.storage_id, rec.run_id, rec.timestamp)
     return out
+
+
+def _materialization_rows(storage, keys: list) -> tuple[dict, list]:
+    """The asset rows' newest materializations read as plain JSON: ({key: `MaterializationHead`, its
+    run id None where the stored record has none}, [(key, asset details)] where the row holds no
+    readable record or one older than the asset's latest wipe)."""
+    fresh, other = {}, []
+    for row in storage._fetch_asset_rows(asset_keys=keys):
+        key = AssetKey.from_db_string(row["asset_key"])
+        if not key:
+            continue
+        details = AssetDetails.from_db_string(row["asset_details"])
+        wiped = details.last_wipe_timestamp if details else None
+        head = _record_head(row["last_materialization"])
+        if head is not None and (wiped is None or head.timestamp > wiped):
+            fresh[key] = head
+        else:
+            other.append((key, details))
+    return fresh, other
 
 
 def run_materialized(instance, run_id: str, key) -> bool:
@@ -386,9 +387,9 @@ def _ids_from_records(records) -> dict:
             if r.asset_entry.last_materialization_storage_id}
 
 
-def _record_head(text, with_run: bool = False):
-    """(storage id, event timestamp) of a serialized `EventLogRecord`, or None if `text` is not one;
-    `with_run`: (storage id, event timestamp, run id), None without a run id."""
+def _record_head(text):
+    """The `MaterializationHead` (storage id, run id or None, event timestamp) of a serialized
+    `EventLogRecord`, or None if `text` is not one."""
     if not text:
         return None
     try:
@@ -399,10 +400,8 @@ def _record_head(text, with_run: bool = False):
         else None
     sid, ts = value.get("storage_id") if entry else None, entry.get("timestamp") if isinstance(entry, dict) else None
     if isinstance(sid, int) and not isinstance(sid, bool) and isinstance(ts, (int, float)):
-        if not with_run:
-            return sid, ts
         run_id = entry.get("run_id")
-        return (sid, ts, run_id) if isinstance(run_id, str) and run_id else None
+        return MaterializationHead(sid, run_id if isinstance(run_id, str) and run_id else None, ts)
     return None
 
 
