@@ -230,13 +230,18 @@ def first_text(run_id: str) -> str:
     return f"{FIRST}{run_id[:RUN_ID_SHOWN]}; not evaluated yet"
 
 
-def _newest_target(instance, key: AssetCheckKey, partition: str | None):
-    """The materialization a check of `key`'s asset describes now (its newest, of `partition`), or None."""
+def _newest_record(instance, key: AssetCheckKey, partition: str | None):
+    """The newest materialization record of `key`'s asset (of `partition`), or None."""
     res = instance.fetch_materializations(
         AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=[partition] if partition else None), limit=1)
-    if not res.records:
+    return res.records[0] if res.records else None
+
+
+def _newest_target(instance, key: AssetCheckKey, partition: str | None):
+    """The materialization a check of `key`'s asset describes now (its newest, of `partition`), or None."""
+    rec = _newest_record(instance, key, partition)
+    if rec is None:
         return None
-    rec = res.records[0]
     return AssetCheckEvaluationTargetMaterializationData(storage_id=rec.storage_id, run_id=rec.run_id,
                                                          timestamp=rec.timestamp)
 
@@ -291,10 +296,8 @@ def unmark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRu
             continue
         never = ev.description == first  # never evaluated before on this partition
         before = "none (never evaluated)" if never else unmarked(ev.description or "")
-        res = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key.asset_key, asset_partitions=[mine.partition] if mine.partition else None),
-            limit=1)
-        rebuilt = bool(res.records) and res.records[0].run_id == run.run_id
+        newest = _newest_record(instance, key, mine.partition)
+        rebuilt = newest is not None and newest.run_id == run.run_id
         meta = unmarked_meta(ev.metadata)
         passed, severity, text = ev.passed, ev.severity, before
         if never and not rebuilt:
