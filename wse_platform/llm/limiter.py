@@ -10,11 +10,23 @@ the holder closes it or dies (`kill -9` included), so a crashed run never leaks 
 A model asking for a limit of n uses slots `0 .. n-1`: two models with limits 64 and 32 on
 one server never exceed 64 together, and the second never more than 32.
 
-Waiting costs no system calls per waiter: waiters queue in the process, and one poller task
-per (endpoint, loop) scans the slot files while anyone waits, every POLL_S after a scan that found
-a free slot, backing off to POLL_MAX_S while scans find none (a scan of 256 slots held by other
-processes costs ~0.5 ms of CPU: every 3 ms that was ~17 % of a core per waiting process); a freed
-slot is released to every process (not handed to a local waiter), so concurrent runs share fairly.
+Finding a free slot reads a shared hint map instead of trying every lock. The folder's `hints`
+file, mapped into every process, has one byte per slot: a holder sets it to 1 after taking the
+lock and back to 0 before dropping it, so a 0 marks a slot that is free (or is changing hands),
+and a look for a free slot is one `find` over the bytes plus one `flock` per candidate, not 256
+`flock` calls (~0.5 ms of CPU). The locks stay the only authority (the limit cannot be exceeded
+whatever the bytes say); a byte left at 1 by a holder that died is repaired by a full look at
+every slot (try each lock marked held; one that succeeds is marked free) at most every
+REPAIR_S, done by whichever waiting process finds the shared "last repair" time old, so a slot
+of a killed run comes back within REPAIR_S of someone waiting for it.
+
+Waiting costs no system calls per waiter: waiters queue in the process, and one poller task per
+(endpoint, loop) looks at the map while anyone waits, every POLL_S (jittered +-50 %), or every
+POLL_IDLE_S while no process of the endpoint released a slot for IDLE_AFTER_S (each release
+stamps the time in the map). The cadence is the same for every process, whether or not its last
+looks found a slot (a back-off on a process's own empty looks let the processes that happened to
+win look four times as often as the others, which then got a tenth of the slots); a freed slot is
+released to every process (not handed to a local waiter), so concurrent runs share fairly.
 """
 from __future__ import annotations
 
@@ -22,19 +34,44 @@ import asyncio
 import collections
 import fcntl
 import hashlib
+import mmap
 import os
+import random
+import struct
 import tempfile
 import threading
+import time
 import weakref
 from pathlib import Path
 
-POLL_S = 0.003       # between scans while they find free slots
-POLL_MAX_S = 0.012   # between scans after several found none (doubling from POLL_S)
+POLL_S = 0.003        # between looks at the hint map while slots are being released ...
+POLL_IDLE_S = 0.012   # ... or while no slot of the endpoint was released for IDLE_AFTER_S,
+POLL_MAX_S = 0.03     # times the number of processes waiting, up to this
+IDLE_AFTER_S = 0.1
+REPAIR_S = 0.25       # a full look at every lock marked held, at most this often per endpoint
+WAITING_S = 0.1       # a process whose stamp in the waiting table is older is not waiting
+_WAITING = 128        # entries of the waiting table: (pid, last look) by pid % _WAITING
+_HEAD = 64 + 16 * _WAITING   # hint file: [last release f64][last repair f64] pad, waiting table, slot bytes
+HINT_SLOTS = 1 << 16  # slots with a hint byte (slots beyond: found by trying their locks)
+_STAMP = struct.Struct("d")
+_ENTRY = struct.Struct("dd")
+_TABLE = struct.Struct(f"{2 * _WAITING}d")
 
 
 def slots_dir() -> Path:
     env = os.environ.get("WSE_SLOTS_DIR")
     return Path(env) if env else Path(tempfile.gettempdir()) / f"wse-platform-slots-{os.getuid()}"
+
+
+def _hint_map(folder: Path) -> mmap.mmap:
+    """The endpoint's shared hint map (every process truncates it to the same size: it never shrinks)."""
+    fd = os.open(folder / "hints", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_size < _HEAD + HINT_SLOTS:
+            os.ftruncate(fd, _HEAD + HINT_SLOTS)
+        return mmap.mmap(fd, _HEAD + HINT_SLOTS)
+    finally:
+        os.close(fd)
 
 
 class EndpointLimiter:
@@ -45,35 +82,103 @@ class EndpointLimiter:
         folder = (directory or slots_dir()) / hashlib.sha256(key.encode()).hexdigest()[:20]
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._fds = [os.open(folder / str(i), os.O_RDWR | os.O_CREAT, 0o600) for i in range(self.limit)]
+        self._map = _hint_map(folder)
+        self._hinted = min(self.limit, HINT_SLOTS)
         self._held: set[int] = set()
         self._next = 0
         self._lock = threading.Lock()
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._poller: asyncio.Task | None = None
-        self.scans = 0   # slot scans by the poller (tests: waiting costs few)
+        self._others = 0   # other processes waiting for this endpoint (as of this process's last look)
+        self.scans = 0     # looks by the poller (tests: waiting costs few)
+        self.handoffs = 0  # slots released here straight to a waiter here
+        self.repairs = 0   # full looks at every lock marked held
+
+    def _take(self, i: int) -> bool:
+        try:
+            fcntl.flock(self._fds[i], fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        self._held.add(i)
+        if i < HINT_SLOTS:
+            self._map[_HEAD + i] = 1
+        return True
 
     def try_acquire(self) -> int | None:
-        """A free slot's index (now held by the caller), or None."""
+        """A free slot's index (now held by the caller), or None: tries the slots the map marks free,
+        from after the last slot this process took (slots beyond the map: every one)."""
         with self._lock:
-            n = self.limit
-            for k in range(n):
-                i = (self._next + k) % n
-                if i in self._held:
-                    continue
-                try:
-                    fcntl.flock(self._fds[i], fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                self._held.add(i)
-                self._next = (i + 1) % n
-                return i
+            m, n, base = self._map, self._hinted, _HEAD
+            for lo, hi in ((self._next, n), (0, min(self._next, n))):
+                p = m.find(b"\0", base + lo, base + hi)
+                while p >= 0:
+                    i = p - base
+                    if i not in self._held and self._take(i):
+                        self._next = (i + 1) % n
+                        return i
+                    p = m.find(b"\0", p + 1, base + hi)
+            for i in range(n, self.limit):
+                if i not in self._held and self._take(i):
+                    return i
             return None
 
     def release(self, slot: int) -> None:
+        if self._waiters and not self._others and self._hand_off(slot):
+            return
         with self._lock:
             if slot in self._held:
                 self._held.discard(slot)
+                if slot < HINT_SLOTS:
+                    self._map[_HEAD + slot] = 0
+                _STAMP.pack_into(self._map, 0, time.monotonic())
                 fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
+
+    def _hand_off(self, slot: int) -> bool:
+        """Give a slot released here to the first waiter here (no other process waits)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        with self._lock:
+            if slot not in self._held:
+                return False
+            while self._waiters:
+                fut = self._waiters[0]
+                if fut.done():
+                    self._waiters.popleft()
+                    continue
+                if fut.get_loop() is not loop:
+                    return False
+                self._waiters.popleft()
+                fut.set_result(slot)
+                self.handoffs += 1
+                return True
+            return False
+
+    def _look_waiting(self, now: float) -> int:
+        """Stamp this process as waiting in the shared table; the number of other processes waiting."""
+        pid = os.getpid()
+        _ENTRY.pack_into(self._map, 64 + 16 * (pid % _WAITING), float(pid), now)
+        t = _TABLE.unpack_from(self._map, 64)
+        old = now - WAITING_S
+        return sum(1 for k in range(0, 2 * _WAITING, 2) if t[k + 1] > old and t[k] != pid)
+
+    def repair(self) -> int:
+        """Mark free every slot whose byte says held but whose lock nobody holds (its holder died or
+        closed it); returns how many."""
+        with self._lock:
+            self.repairs += 1
+            _STAMP.pack_into(self._map, 8, time.monotonic())
+            m, freed = self._map, 0
+            for i in range(self._hinted):
+                if m[_HEAD + i] and i not in self._held and self._take(i):
+                    self._held.discard(i)
+                    m[_HEAD + i] = 0
+                    fcntl.flock(self._fds[i], fcntl.LOCK_UN)
+                    freed += 1
+            if freed:
+                _STAMP.pack_into(m, 0, time.monotonic())
+            return freed
 
     @property
     def in_flight_here(self) -> int:
@@ -96,25 +201,30 @@ class EndpointLimiter:
             raise
 
     async def _poll(self) -> None:
-        empty = 0   # scans in a row that found no free slot
         while self._waiters:
             while self._waiters and self._waiters[0].done():
                 self._waiters.popleft()
-            found = False
+            now = time.monotonic()
+            self._others = self._look_waiting(now)
+            if now - _STAMP.unpack_from(self._map, 8)[0] >= REPAIR_S:
+                self.repair()
             while self._waiters:
                 self.scans += 1
                 slot = self.try_acquire()
                 if slot is None:
                     break
-                found = True
                 fut = self._waiters.popleft()
                 if fut.done():
                     self.release(slot)
                 else:
                     fut.set_result(slot)
             if self._waiters:
-                empty = 0 if found else empty + 1
-                await asyncio.sleep(min(POLL_S * 2 ** min(empty, 8), POLL_MAX_S))
+                idle = now - _STAMP.unpack_from(self._map, 0)[0] > IDLE_AFTER_S
+                pause = min((POLL_IDLE_S if idle else POLL_S) * (1 + self._others), POLL_MAX_S)
+                await asyncio.sleep(pause * (0.5 + random.random()))
+        self._others = 0
+        if not self._map.closed:   # no longer waiting
+            _ENTRY.pack_into(self._map, 64 + 16 * (os.getpid() % _WAITING), float(os.getpid()), 0.0)
 
     def slot(self) -> "_Slot":
         """`async with limiter.slot(): ...` holds one slot for the block."""
@@ -122,9 +232,14 @@ class EndpointLimiter:
 
     def close(self) -> None:
         with self._lock:
+            for i in self._held:
+                if i < HINT_SLOTS and not self._map.closed:
+                    self._map[_HEAD + i] = 0
             for fd in self._fds:
                 os.close(fd)
             self._fds, self._held = [], set()
+            if not self._map.closed:
+                self._map.close()
 
     def __del__(self) -> None:
         try:
