@@ -73,7 +73,7 @@ def child(args: argparse.Namespace) -> None:
     async def worker(t0: float, t1: float) -> None:
         while not stop[0]:
             slot = await lim.acquire()
-            a = time.monotonic()
+            a = time.time()
             if stop[0] or a >= t1:
                 lim.release(slot)
                 return
@@ -83,21 +83,22 @@ def child(args: argparse.Namespace) -> None:
             try:
                 await asyncio.sleep(service())
             finally:
-                b = time.monotonic()
+                b = time.time()
                 holding[0] -= 1
                 lim.release(slot)
             held_s[0] += max(0.0, min(b, t1) - max(a, t0))
 
     async def main() -> dict:
         # all processes start at the same moment (a barrier in the file system), the window after warm-up
+        # one window (wall clock) for all processes, whenever each got going
         start = float(args.child_start)
         await asyncio.sleep(max(0.0, start - time.time()))
-        t0 = time.monotonic() + args.warmup
+        t0 = start + args.warmup
         t1 = t0 + args.seconds
         tasks = [asyncio.ensure_future(worker(t0, t1)) for _ in range(args.waiters)]
-        await asyncio.sleep(args.warmup)
+        await asyncio.sleep(max(0.0, t0 - time.time()))
         c0 = time.process_time()
-        await asyncio.sleep(max(0.0, t1 - time.monotonic()))
+        await asyncio.sleep(max(0.0, t1 - time.time()))
         c1 = time.process_time()
         stop[0] = True
         for t in tasks:

@@ -21,12 +21,17 @@ REPAIR_S, done by whichever waiting process finds the shared "last repair" time 
 of a killed run comes back within REPAIR_S of someone waiting for it.
 
 Waiting costs no system calls per waiter: waiters queue in the process, and one poller task per
-(endpoint, loop) looks at the map while anyone waits, every POLL_S (jittered +-50 %), or every
-POLL_IDLE_S while no process of the endpoint released a slot for IDLE_AFTER_S (each release
-stamps the time in the map). The cadence is the same for every process, whether or not its last
-looks found a slot (a back-off on a process's own empty looks let the processes that happened to
-win look four times as often as the others, which then got a tenth of the slots); a freed slot is
-released to every process (not handed to a local waiter), so concurrent runs share fairly.
+(endpoint, loop) looks at the map while anyone waits. Each poller stamps its process in the map's
+waiting table at every look, and all of them look at one cadence: POLL_S (POLL_IDLE_S while no
+process released a slot of the endpoint for IDLE_AFTER_S; each release stamps the time) times the
+number of processes waiting, up to POLL_MAX_S, jittered +-50 %: together they look about every
+POLL_S however many they are, and a freed slot goes to whichever process looks first. Fairness:
+  - a request takes a free slot straight away only when no process waits (else it queues), and a
+    poller that starts while others wait makes its first look at the cadence too: otherwise a
+    process whose tasks all hold slots takes each slot back as it releases it and keeps them all;
+  - the cadence does not depend on a process's own luck (a back-off on its own empty looks let the
+    processes that happened to win look four times as often as the others);
+  - a slot released here goes straight to a waiter here only when no other process waits.
 """
 from __future__ import annotations
 
@@ -50,7 +55,7 @@ POLL_MAX_S = 0.03     # times the number of processes waiting, up to this
 IDLE_AFTER_S = 0.1
 REPAIR_S = 0.25       # a full look at every lock marked held, at most this often per endpoint
 WAITING_S = 0.1       # a process whose stamp in the waiting table is older is not waiting
-_WAITING = 128        # entries of the waiting table: (pid, last look) by pid % _WAITING
+_WAITING = 128        # entries of the waiting table: (pid, last look), from pid % _WAITING on
 _HEAD = 64 + 16 * _WAITING   # hint file: [last release f64][last repair f64] pad, waiting table, slot bytes
 HINT_SLOTS = 1 << 16  # slots with a hint byte (slots beyond: found by trying their locks)
 _STAMP = struct.Struct("d")
@@ -89,6 +94,7 @@ class EndpointLimiter:
         self._lock = threading.Lock()
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
         self._poller: asyncio.Task | None = None
+        self._entry = -1   # this process's entry in the waiting table
         self._others = 0   # other processes waiting for this endpoint (as of this process's last look)
         self.scans = 0     # looks by the poller (tests: waiting costs few)
         self.handoffs = 0  # slots released here straight to a waiter here
@@ -156,12 +162,28 @@ class EndpointLimiter:
             return False
 
     def _look_waiting(self, now: float) -> int:
-        """Stamp this process as waiting in the shared table; the number of other processes waiting."""
-        pid = os.getpid()
-        _ENTRY.pack_into(self._map, 64 + 16 * (pid % _WAITING), float(pid), now)
+        """Stamp this process as waiting in the shared table; the number of other processes waiting.
+        Its entry: the first from pid % _WAITING on that is its own or stale (another process's fresh
+        stamp found there later, after both took it at once: it moves on)."""
+        pid = float(os.getpid())
         t = _TABLE.unpack_from(self._map, 64)
         old = now - WAITING_S
-        return sum(1 for k in range(0, 2 * _WAITING, 2) if t[k + 1] > old and t[k] != pid)
+        e = self._entry
+        if e < 0 or (t[2 * e] != pid and t[2 * e + 1] > old):
+            first = os.getpid() % _WAITING
+            for k in range(_WAITING):
+                e = (first + k) % _WAITING
+                if t[2 * e] == pid or t[2 * e + 1] <= old:
+                    break
+            self._entry = e
+        _ENTRY.pack_into(self._map, 64 + 16 * e, pid, now)
+        return sum(1 for k in range(_WAITING) if k != e and t[2 * k + 1] > old and t[2 * k] != pid)
+
+    def _waiting_elsewhere(self, now: float) -> int:
+        """How many other processes are waiting for a slot of this endpoint (their stamps are fresh)."""
+        pid, old = float(os.getpid()), now - WAITING_S
+        t = _TABLE.unpack_from(self._map, 64)
+        return sum(1 for k in range(1, 2 * _WAITING, 2) if t[k] > old and t[k - 1] != pid)
 
     def repair(self) -> int:
         """Mark free every slot whose byte says held but whose lock nobody holds (its holder died or
@@ -185,7 +207,9 @@ class EndpointLimiter:
         return len(self._held)
 
     async def acquire(self) -> int:
-        if not self._waiters:
+        # straight to a free slot only when nobody waits, here or elsewhere: a process whose tasks take a
+        # slot as soon as they release one would keep every slot it ever got while others wait
+        if not self._waiters and not self._waiting_elsewhere(time.monotonic()):
             slot = self.try_acquire()
             if slot is not None:
                 return slot
@@ -200,12 +224,24 @@ class EndpointLimiter:
                 self.release(fut.result())
             raise
 
+    def _pause(self, now: float) -> float:
+        idle = now - _STAMP.unpack_from(self._map, 0)[0] > IDLE_AFTER_S
+        return min((POLL_IDLE_S if idle else POLL_S) * (1 + self._others), POLL_MAX_S) * (0.5 + random.random())
+
     async def _poll(self) -> None:
+        first = True
         while self._waiters:
             while self._waiters and self._waiters[0].done():
                 self._waiters.popleft()
             now = time.monotonic()
             self._others = self._look_waiting(now)
+            if first and self._others:
+                # others wait: the first look comes at the common cadence too, not at once (a process
+                # that queues right after releasing a slot would otherwise always look first and take it)
+                first = False
+                await asyncio.sleep(self._pause(now))
+                continue
+            first = False
             if now - _STAMP.unpack_from(self._map, 8)[0] >= REPAIR_S:
                 self.repair()
             while self._waiters:
@@ -219,12 +255,10 @@ class EndpointLimiter:
                 else:
                     fut.set_result(slot)
             if self._waiters:
-                idle = now - _STAMP.unpack_from(self._map, 0)[0] > IDLE_AFTER_S
-                pause = min((POLL_IDLE_S if idle else POLL_S) * (1 + self._others), POLL_MAX_S)
-                await asyncio.sleep(pause * (0.5 + random.random()))
+                await asyncio.sleep(self._pause(now))
         self._others = 0
-        if not self._map.closed:   # no longer waiting
-            _ENTRY.pack_into(self._map, 64 + 16 * (os.getpid() % _WAITING), float(os.getpid()), 0.0)
+        if self._entry >= 0 and not self._map.closed:   # no longer waiting
+            _ENTRY.pack_into(self._map, 64 + 16 * self._entry, float(os.getpid()), 0.0)
 
     def slot(self) -> "_Slot":
         """`async with limiter.slot(): ...` holds one slot for the block."""
