@@ -56,7 +56,7 @@ IDLE_AFTER_S = 0.1
 REPAIR_S = 0.25       # a full look at every lock marked held, at most this often per endpoint
 WAITING_S = 0.1       # a process whose stamp in the waiting table is older is not waiting
 _WAITING = 128        # entries of the waiting table: (pid, last look), from pid % _WAITING on
-_HEAD = 64 + 16 * _WAITING   # hint file: [last release f64][last repair f64] pad, waiting table, slot bytes
+_HEAD = 64 + 16 * _WAITING   # hint file: [last release, last repair, last look: f64] pad, waiting table, slot bytes
 HINT_SLOTS = 1 << 16  # slots with a hint byte (slots beyond: found by trying their locks)
 _STAMP = struct.Struct("d")
 _ENTRY = struct.Struct("dd")
@@ -177,11 +177,15 @@ class EndpointLimiter:
                     break
             self._entry = e
         _ENTRY.pack_into(self._map, 64 + 16 * e, pid, now)
+        _STAMP.pack_into(self._map, 16, now)   # the latest look of any process
         return sum(1 for k in range(_WAITING) if k != e and t[2 * k + 1] > old and t[2 * k] != pid)
 
     def _waiting_elsewhere(self, now: float) -> int:
         """How many other processes are waiting for a slot of this endpoint (their stamps are fresh)."""
-        pid, old = float(os.getpid()), now - WAITING_S
+        old = now - WAITING_S
+        if _STAMP.unpack_from(self._map, 16)[0] <= old:   # nobody looked lately: no need to read the table
+            return 0
+        pid = float(os.getpid())
         t = _TABLE.unpack_from(self._map, 64)
         return sum(1 for k in range(1, 2 * _WAITING, 2) if t[k] > old and t[k - 1] != pid)
 
