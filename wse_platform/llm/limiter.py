@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import fcntl
 import hashlib
 import mmap
@@ -69,11 +70,17 @@ def slots_dir() -> Path:
 
 
 def _hint_map(folder: Path) -> mmap.mmap:
-    """The endpoint's shared hint map (every process truncates it to the same size: it never shrinks)."""
+    """The endpoint's shared hint map (every process sizes it the same: it never shrinks). Its blocks are
+    allocated up front: a write into a hole of a mapped file on a full disk would kill the process."""
     fd = os.open(folder / "hints", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         if os.fstat(fd).st_size < _HEAD + HINT_SLOTS:
-            os.ftruncate(fd, _HEAD + HINT_SLOTS)
+            try:
+                os.posix_fallocate(fd, 0, _HEAD + HINT_SLOTS)
+            except OSError as err:
+                if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", -1)):
+                    raise
+                os.ftruncate(fd, _HEAD + HINT_SLOTS)
         return mmap.mmap(fd, _HEAD + HINT_SLOTS)
     finally:
         os.close(fd)
