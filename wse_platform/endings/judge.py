@@ -48,6 +48,16 @@ def truncate_words(text: str, max_words: int = MAX_CONTINUATION_WORDS) -> str:
     return text
 
 
+def true_continuation(story: SplitStory, sentence_index: int, max_words: int = MAX_CONTINUATION_WORDS) -> str:
+    """The story after `sentence_index`, truncated to `max_words` words: computed once per story and
+    position (each of the position's K judge requests, early and in the judging step, shows it)."""
+    key = ("continuation", sentence_index, max_words)
+    got = story.memo.get(key)
+    if got is None:
+        got = story.memo[key] = truncate_words(story.after(sentence_index), max_words)
+    return got
+
+
 def judge_config_id(settings: Settings) -> str:
     """`endings.judge:<model>:<prompt version>:x1`, plus `:choice` when decoding is constrained."""
     e = settings.endings
@@ -59,8 +69,8 @@ def judge_request(story: SplitStory, sentence_index: int, position: int, sample_
                   model: str, sampling: Sampling, prompt_version: str = "v1", prompts_dir: str | None = None,
                   max_words: int = MAX_CONTINUATION_WORDS, constrained: bool = False) -> LLMRequest:
     """One judge request: anchor sentence + truncated continuation vs anchor + prediction."""
-    anchor = story.sentences[sentence_index - 1]
-    continuation = truncate_words(story.after(sentence_index), max_words)
+    anchor = story.sentence(sentence_index)
+    continuation = true_continuation(story, sentence_index, max_words)
     prompt = get_prompt(ROLE, prompt_version, prompts_dir)
     messages = prompt.render(anchor=anchor, continuation=continuation, prediction=prediction)
     return LLMRequest(role=ROLE, model=model, messages=messages, sampling=sampling, n=1,
