@@ -128,12 +128,20 @@ JUDGE_BATCH = 512  # judge requests per complete_many call (the paper's batch si
 
 def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]],
                 predictions: Sequence[dict[str, Any]], settings: Settings, prompts_dir: str | None = None,
-                batch: int = JUDGE_BATCH) -> list[dict[str, Any]]:
-    """`endings_verdicts` rows for every prediction of a set, under the configured judge."""
+                batch: int = JUDGE_BATCH, early: dict[tuple, LLMResult] | None = None) -> list[dict[str, Any]]:
+    """`endings_verdicts` rows for every prediction of a set, under the configured judge.
+
+    `early`: valid answers the judge gave to these very requests while the forecasts came in, in
+    this process (`endings.early.ANSWERS.take`), by `early.request_digest`; each request found
+    there is not asked again (with the cache on, the client would answer it from the cache)."""
     e = settings.endings
     if e.judge is None:
         raise ValueError("endings.judge is not set in the configuration: no model to judge predicted endings")
     judge_id = judge_config_id(settings)
+    if early and not getattr(client, "use_cache", False):
+        early = None   # without the cache every judging run asks the judge itself, as before
+    if early:
+        from wse_platform.endings.early import request_digest
     by_id = {s.story_id: s for s in stories}
     sentence_of = {(p["story_id"], p["position"]): p["sentence_index"] for p in positions}
     judge_seed = model_default_seed(settings, e.judge)
@@ -148,6 +156,10 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
             rows.append(verdict_row(pred, judge_id, e.judge, None, e.same_model_judge))
             continue
         req = prediction_request(settings, by_id[pred["story_id"]], sentence_of[key], pred, judge_seed, prompts_dir)
+        got = early.get(request_digest(req)) if early else None
+        if got is not None:
+            rows.append(verdict_row(pred, judge_id, e.judge, got, e.same_model_judge))
+            continue
         todo.append((len(rows), pred, req))
         rows.append(None)
     for chunk, results in zip(*flowing(client, todo, [r for _, _, r in todo], lambda x: x[1]["story_id"], batch,
