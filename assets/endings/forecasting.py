@@ -13,7 +13,7 @@ from assets.partitions import BenchmarkPartitions
 from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
 from wse_platform.config import Settings
-from wse_platform.endings.early import position_judge
+from wse_platform.endings.early import ANSWERS, position_judge
 from wse_platform.endings.forecast import SplitStory, compute_positions, run_forecasts
 from wse_platform.endings.judge import judge_config_id, run_judging
 from wse_platform.endings.tokens import token_counter, tokenizer_name
@@ -128,8 +128,10 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         s, key, wh = settings.get(), context.partition_key, warehouse.get()
         judge_id = judge_config_id(s)
         with llm.session(context) as client:
+            # the judge's early answers of this run (same process), else the cache answers (early.py)
             rows = run_judging(client, _stories(wh, key), _rows(wh, "endings_positions", key),
-                               _rows(wh, "endings_predictions", key), s, prompts_dir=s.prompts_dir)
+                               _rows(wh, "endings_predictions", key), s, prompts_dir=s.prompts_dir,
+                               early=ANSWERS.take(client.run_id, key))
         df = pl.DataFrame(rows, schema=VERDICTS_SCHEMA)
         judged = df.filter(pl.col("verdict").is_not_null()) if df.height else df
         return write_table(wh, "endings_verdicts", df, key={"set_key": key, "judge_config_id": judge_id},

@@ -71,3 +71,50 @@ def test_judge_starts_before_the_forecasts_end_and_judging_then_calls_nothing(tm
     rows, calls = _judge(settings, positions, preds)
     assert calls == 0, f"endings_verdicts made {calls} judge call(s): the early answers were not its requests"
     assert rows == reference
+
+
+def test_the_judging_step_of_the_same_run_takes_the_early_answers_without_replaying_them(tmp_path):
+    """In the process and run that forecast a set, `endings_verdicts` takes the judge's early answers
+    (`early.ANSWERS`) instead of replaying K x positions cache hits through the client: the same rows,
+    no backend call and no `llm_calls` row of its own; a request that is not the early one (here: another
+    judge temperature), another run, or a client without the cache goes through the client as before."""
+    from wse_platform.endings.early import EarlyAnswers
+
+    settings = _settings(tmp_path / "early", k=2)
+    positions = compute_positions(STORIES, "human:x", whitespace_token_count, 3, "f", "ws")
+    fb = ScriptedBackend(lambda call: ["End A.", "End B."], namespace="f")
+    jb = ScriptedBackend(_verdict, namespace="j")
+    client = LLMClient(settings, run_id="run-1", backends={"f": fb, "j": jb}, progress=False)
+    answers = EarlyAnswers()
+    after = position_judge(client, settings, STORIES, "human:x", "f", 2, None, force=True, answers=answers)
+    preds = run_forecasts(client, STORIES, positions, "human:x", "f", 2, settings.endings.forecast_sampling,
+                          after=after)
+    early_ids = {r.get("call_id") for r in client._records if r["role"] == "endings.judge"}
+    client.close()
+    assert jb.n_calls == len(preds)
+    stored = duckdb.connect().from_arrow(pl.DataFrame(preds).to_arrow()).pl().to_dicts()
+    reference, _ = _judge(settings, positions, preds)           # the cache replay (another run)
+
+    assert answers.take("run-2", "human:x") == {}                 # another run finds nothing
+    early = answers.take("run-1", "human:x")
+    assert len(early) == len(preds) and answers.take("run-1", "human:x") == {}   # taken once
+
+    def judging(s, early, use_cache=True):
+        judge = ScriptedBackend(_verdict, namespace="j")
+        c = LLMClient(s, run_id="run-1", use_cache=use_cache, progress=False,
+                      backends={"f": ScriptedBackend({}, namespace="f"), "j": judge})
+        rows = run_judging(c, STORIES, positions, stored, s, early=early)
+        records = list(c._records)
+        c.close()
+        return rows, judge.n_calls, records
+
+    rows, calls, records = judging(settings, early)
+    assert calls == 0 and records == []       # neither a backend call nor a cache replay
+    assert [{k: v for k, v in r.items() if k != "llm_call_id"} for r in rows] == reference
+    assert {r["llm_call_id"] for r in rows} == early_ids          # the early calls' llm_calls rows
+
+    warmer = _settings(tmp_path / "early", k=2, judge_sampling={"temperature": 0.5, "max_tokens": 10})
+    _, calls, records = judging(warmer, early)
+    assert calls == len(preds) and len(records) == len(preds)     # not the early requests: asked
+    _, calls, _ = judging(settings, early, use_cache=False)
+    assert calls == len(preds)                                    # --no-cache: asked again, as before

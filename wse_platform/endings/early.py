@@ -4,9 +4,22 @@
 configured judge's requests on them go out, built by `judge.prediction_request` from the same
 values the stored `endings_predictions` rows hold, so the `endings_verdicts` step is answered
 from the cache.
+
+When the judging step runs in the same process as the forecasting step of the same run (one
+`wse materialize` run of a story set, executed in process), it does not even read the cache:
+the valid answers the judge gave here are kept in memory (`EarlyAnswers`, per run and set) and
+`run_judging` takes each one whose request is the very request it builds from the stored rows
+(same model, sampling, choices and messages, compared by a digest), instead of replaying ~K x
+positions cache hits through the client (≈ 0.5 ms of CPU each after the last answer). Everything
+else — a failed early request, another process, a resumed run, `--no-cache` — goes through the
+client as before. The rows are the same (the answers are the ones the cache holds); only
+`llm_call_id` then names the early call's `llm_calls` row (a real call, not a cache hit).
 """
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -14,11 +27,52 @@ from wse_platform import early_judges
 from wse_platform.endings.forecast import SplitStory, model_default_seed, prediction_rows
 from wse_platform.endings.judge import judgeable, prediction_request
 
+MAX_KEPT_SETS = 4   # (run, set) pairs whose answers are kept until their judging step takes them
+
+
+def request_digest(req: Any) -> tuple:
+    """What makes two judge requests the same request (the client's cache key reads the same fields)."""
+    h = hashlib.blake2b(digest_size=16)
+    for m in req.messages:
+        h.update(str(m.get("role")).encode())
+        h.update(b"\x1f")
+        h.update(str(m.get("content")).encode())
+        h.update(b"\x1e")
+    return (req.role, req.model, req.n, tuple(req.choices) if req.choices is not None else None,
+            req.output_model, req.allow_truncated, req.per_sample, req.sampling.model_dump_json(), h.hexdigest())
+
+
+class EarlyAnswers:
+    """Valid early judge answers of this process, per (run id, set key), until the judging step takes them."""
+
+    def __init__(self, max_sets: int = MAX_KEPT_SETS):
+        self._sets: OrderedDict[tuple[str, str], dict[tuple, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_sets = max_sets
+
+    def keep(self, run_id: str, set_key: str, reqs: Sequence[Any], results: Sequence[Any]) -> None:
+        got = {request_digest(q): r for q, r in zip(reqs, results) if getattr(r, "ok", False)}
+        with self._lock:
+            kept = self._sets.setdefault((run_id, set_key), {})
+            kept.update(got)
+            self._sets.move_to_end((run_id, set_key))
+            while len(self._sets) > self.max_sets:
+                self._sets.popitem(last=False)
+
+    def take(self, run_id: str | None, set_key: str) -> dict[tuple, Any]:
+        """The answers kept for (run, set), removed from here (empty when there are none)."""
+        with self._lock:
+            return self._sets.pop((run_id, set_key), {}) if run_id else {}
+
+
+ANSWERS = EarlyAnswers()
+
 
 def position_judge(client: Any, settings: Any, stories: Sequence[SplitStory], set_key: str, forecaster: str,
-                   k: int, prompts_dir: str | None, force: bool | None = None
-                   ) -> Callable[[Any, Any, Any], None] | None:
-    """The `after` hook of `run_forecasts` when early judging is on (`early_judges.enabled`, or `force`)."""
+                   k: int, prompts_dir: str | None, force: bool | None = None,
+                   answers: EarlyAnswers | None = ANSWERS) -> Callable[[Any, Any, Any], None] | None:
+    """The `after` hook of `run_forecasts` when early judging is on (`early_judges.enabled`, or `force`).
+    Valid answers are kept in `answers` for the judging step of the same run (None: not kept)."""
     judge = settings.endings.judge
     on = force if force is not None else early_judges.enabled(settings, client, [forecaster, judge])
     if judge is None or not on:
@@ -26,13 +80,21 @@ def position_judge(client: Any, settings: Any, stories: Sequence[SplitStory], se
     by_id = {s.story_id: s for s in stories}
     judge_seed = model_default_seed(settings, judge)
     ask = early_judges.Ask("100-Endings judge")
+    run_id = getattr(client, "run_id", None)
+    keep = answers is not None and run_id is not None and getattr(client, "use_cache", False)
 
     def after(client: Any, item: tuple[int, dict[str, Any]], result: Any) -> None:
         repeat, p = item
         preds = [x for x in prediction_rows(p["story_id"], set_key, p["position"], k, result, forecaster,
                                             repeat=repeat) if judgeable(x)]
-        if preds:
-            ask.call(lambda: client.complete_many([
-                prediction_request(settings, by_id[p["story_id"]], p["sentence_index"], x, judge_seed, prompts_dir)
-                for x in preds]))
+        if not preds:
+            return
+
+        def judge_them() -> None:
+            reqs = [prediction_request(settings, by_id[p["story_id"]], p["sentence_index"], x, judge_seed,
+                                       prompts_dir) for x in preds]
+            results = client.complete_many(reqs)
+            if keep:
+                answers.keep(run_id, set_key, reqs, results)
+        ask.call(judge_them)
     return after

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wse_platform.llm.types import LLMRequest, LLMResult, SampleFailure, Sampling
@@ -27,6 +27,9 @@ class SplitStory:
     story_id: str
     text: str
     spans: tuple[tuple[int, int], ...]
+    # values derived from the text, computed once per story (`memo`; not part of equality):
+    # every position's K requests, early and again in the judging step, read the same ones
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, story_id: str, text: str) -> "SplitStory":
@@ -34,18 +37,29 @@ class SplitStory:
 
     @property
     def sentences(self) -> list[str]:
-        return [self.text[s:e] for s, e in self.spans]
+        return list(self._sentences())
+
+    def sentence(self, sentence_index: int) -> str:
+        """Sentence `sentence_index` (1-based)."""
+        self._check(sentence_index)
+        return self._sentences()[sentence_index - 1]
+
+    def _sentences(self) -> tuple[str, ...]:
+        got = self.memo.get("sentences")
+        if got is None:
+            got = self.memo["sentences"] = tuple(self.text[s:e] for s, e in self.spans)
+        return got
 
     def so_far(self, sentence_index: int) -> str:
         """Sentences 1..`sentence_index` (1-based) joined with one space (the paper's context
         string; the revealed share is counted on exactly this string)."""
         self._check(sentence_index)
-        return join_sentences(self.sentences[:sentence_index])
+        return join_sentences(self._sentences()[:sentence_index])
 
     def after(self, sentence_index: int) -> str:
         """Sentences after `sentence_index`, joined with one space (the true continuation)."""
         self._check(sentence_index)
-        return join_sentences(self.sentences[sentence_index:])
+        return join_sentences(self._sentences()[sentence_index:])
 
     def _check(self, i: int) -> None:
         if not 1 <= i <= len(self.spans):

@@ -48,6 +48,16 @@ def truncate_words(text: str, max_words: int = MAX_CONTINUATION_WORDS) -> str:
     return text
 
 
+def true_continuation(story: SplitStory, sentence_index: int, max_words: int = MAX_CONTINUATION_WORDS) -> str:
+    """The story after `sentence_index`, truncated to `max_words` words: computed once per story and
+    position (each of the position's K judge requests, early and in the judging step, shows it)."""
+    key = ("continuation", sentence_index, max_words)
+    got = story.memo.get(key)
+    if got is None:
+        got = story.memo[key] = truncate_words(story.after(sentence_index), max_words)
+    return got
+
+
 def judge_config_id(settings: Settings) -> str:
     """`endings.judge:<model>:<prompt version>:x1`, plus `:choice` when decoding is constrained."""
     e = settings.endings
@@ -59,8 +69,8 @@ def judge_request(story: SplitStory, sentence_index: int, position: int, sample_
                   model: str, sampling: Sampling, prompt_version: str = "v1", prompts_dir: str | None = None,
                   max_words: int = MAX_CONTINUATION_WORDS, constrained: bool = False) -> LLMRequest:
     """One judge request: anchor sentence + truncated continuation vs anchor + prediction."""
-    anchor = story.sentences[sentence_index - 1]
-    continuation = truncate_words(story.after(sentence_index), max_words)
+    anchor = story.sentence(sentence_index)
+    continuation = true_continuation(story, sentence_index, max_words)
     prompt = get_prompt(ROLE, prompt_version, prompts_dir)
     messages = prompt.render(anchor=anchor, continuation=continuation, prediction=prediction)
     return LLMRequest(role=ROLE, model=model, messages=messages, sampling=sampling, n=1,
@@ -118,12 +128,20 @@ JUDGE_BATCH = 512  # judge requests per complete_many call (the paper's batch si
 
 def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[dict[str, Any]],
                 predictions: Sequence[dict[str, Any]], settings: Settings, prompts_dir: str | None = None,
-                batch: int = JUDGE_BATCH) -> list[dict[str, Any]]:
-    """`endings_verdicts` rows for every prediction of a set, under the configured judge."""
+                batch: int = JUDGE_BATCH, early: dict[tuple, LLMResult] | None = None) -> list[dict[str, Any]]:
+    """`endings_verdicts` rows for every prediction of a set, under the configured judge.
+
+    `early`: valid answers the judge gave to these very requests while the forecasts came in, in
+    this process (`endings.early.ANSWERS.take`), by `early.request_digest`; each request found
+    there is not asked again (with the cache on, the client would answer it from the cache)."""
     e = settings.endings
     if e.judge is None:
         raise ValueError("endings.judge is not set in the configuration: no model to judge predicted endings")
     judge_id = judge_config_id(settings)
+    if early and not getattr(client, "use_cache", False):
+        early = None   # without the cache every judging run asks the judge itself, as before
+    if early:
+        from wse_platform.endings.early import request_digest
     by_id = {s.story_id: s for s in stories}
     sentence_of = {(p["story_id"], p["position"]): p["sentence_index"] for p in positions}
     judge_seed = model_default_seed(settings, e.judge)
@@ -138,6 +156,10 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
             rows.append(verdict_row(pred, judge_id, e.judge, None, e.same_model_judge))
             continue
         req = prediction_request(settings, by_id[pred["story_id"]], sentence_of[key], pred, judge_seed, prompts_dir)
+        got = early.get(request_digest(req)) if early else None
+        if got is not None:
+            rows.append(verdict_row(pred, judge_id, e.judge, got, e.same_model_judge))
+            continue
         todo.append((len(rows), pred, req))
         rows.append(None)
     for chunk, results in zip(*flowing(client, todo, [r for _, _, r in todo], lambda x: x[1]["story_id"], batch,
