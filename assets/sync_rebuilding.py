@@ -261,6 +261,13 @@ def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun)
     materialization so that the UI shows it; the run's result replaces it in the same row. Returns how
     many were marked."""
     n = 0
+    targets: dict = {}  # (asset, partition) -> its newest materialization: one read for all its checks
+
+    def target(key: AssetCheckKey, partition: str | None):
+        if (key.asset_key, partition) not in targets:
+            targets[key.asset_key, partition] = _newest_target(instance, key, partition)
+        return targets[key.asset_key, partition]
+
     for key, mine, before in _run_rows(instance, run, _data_check_keys(graph, run)):
         if isinstance(mine.evaluation, AssetCheckEvaluation):
             continue  # evaluated (or marked) already
@@ -268,7 +275,7 @@ def mark_data_checks(graph: Callable[[], AssetGraph], instance, run: DagsterRun)
             in_run(instance, run, AssetCheckEvaluation(
                 asset_key=key.asset_key, check_name=key.name, passed=False, severity=AssetCheckSeverity.WARN,
                 description=first_text(run.run_id), metadata={MARK_KEY: run.run_id, NO_VERDICT_KEY: True},
-                target_materialization_data=_newest_target(instance, key, mine.partition), partition=mine.partition))
+                target_materialization_data=target(key, mine.partition), partition=mine.partition))
             n += 1
             continue
         ev = before.evaluation
