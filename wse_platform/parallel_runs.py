@@ -343,6 +343,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     sending.add(i)
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
                     submitted[i] = _now_ms()
+                    hold = hold or (shared is not None and steps[i].partition_key is not None)   # (no answer yet)
                     keys = [k.to_user_string() for k in steps[i].keys]
                     running[pool.submit(len(running), run_step, keys, steps[i].partition_key,
                                         {**(tags or {}), **steps[i].tags, "wse/backend": b}, i)] = i
