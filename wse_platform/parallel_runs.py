@@ -25,7 +25,9 @@ from a model (fully cached, a table) counts as sending until it ends, as before.
 run limit counts sending runs too; the per-endpoint in-flight limit is the client's and holds
 for every process whatever the number of runs. Worker processes (`wse_platform.workers`) are forks of
 a template process that loaded the definitions when the command started; they are started ahead of
-need up to `parallel + spare`. Rows do not
+need up to `parallel + spare`. The runs nothing waits for (the part of a source run the cells do not
+read, the final tables) start once the running cells have had their first answers (`held_back`, 5 s at
+most): a cell's start up to its first requests then has the cores to itself. Rows do not
 depend on this timing (each cell's rows depend only on its own seeds and the cache).
 
 Signals: Ctrl-C reaches the workers too (one process group): Dagster interrupts their runs
@@ -183,6 +185,36 @@ def step_dependencies(defs, steps: Sequence) -> list[set[int]]:
     return out
 
 
+HOLD_MAX_S = float(os.environ.get("WSE_HOLD_MAX_S", "5"))   # at most this long after a cell started (see `held_back`)
+
+
+def side_runs(steps: Sequence, deps: list[set[int]]) -> set[int]:
+    """The unpartitioned runs no other run waits for: the part of a source run the cells do not read
+    (`run_split.defer_unneeded`) and the final tables."""
+    needed = set().union(*deps) if deps else set()
+    return {i for i, st in enumerate(steps) if st.partition_key is None and i not in needed}
+
+
+def held_back(steps: Sequence, running: Sequence[int], states: dict[int, tuple[int, int, int]], now_ms: int,
+              submitted: dict[int, int], hold_max_s: float | None = None) -> bool:
+    """Whether a side run (`side_runs`) waits before it starts: while a running cell run has had no answer
+    from a model yet (`states[i]` = (started at, last answer (ms), calls in flight), as `still_sending`)
+    and was submitted (`submitted[i]`, ms) less than `hold_max_s` ago. A cell's start (its run, the asset's set-up up to its first
+    requests) and a side run's plots compete for the same cores; nothing in the command reads a side run
+    until the tables at its end, whose own inputs are the cells, so its rows do not depend on when it
+    starts (NCP: `ncp_spec_stats` and `ncp_spec_breakdown`, ~1.5-2 s of CPU, ran beside the cells' start,
+    delaying their first requests). A fully cached cell (no answer ever) holds it `hold_max_s` at most."""
+    hold_max_s = HOLD_MAX_S if hold_max_s is None else hold_max_s
+    for i in running:
+        if steps[i].partition_key is None:
+            continue
+        since = submitted.get(i, now_ms)
+        started, last, _ = states.get(i, (since, 0, 0))
+        if last <= max(started, since) and now_ms - since < hold_max_s * 1000:
+            return True
+    return False
+
+
 INTERRUPTED = "interrupted (the run is recorded as failed)"
 
 
@@ -231,6 +263,8 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     guard = guard or RunGuard(defs)
 
     deps = step_dependencies(defs, steps)
+    side = side_runs(steps, deps)
+    submitted: dict[int, int] = {}   # planned index -> when this command submitted it (ms, `_now_ms`)
     limits = {b: max(1, int(n)) for b, n in settings.concurrency.items()}
     backends = [step_backend(settings, s.partition_key) for s in steps]
     report = RunReport()
@@ -289,8 +323,10 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
             if not stop.signal_name and not guard.stopped and (moved := guard.config_recorded_elsewhere()):
                 guard.stopped = moved
             if not stop.signal_name and not guard.stopped:
-                sending = (still_sending(list(running.values()), shared.run_states(), _now_ms())
+                states = shared.run_states() if shared is not None else {}
+                sending = (still_sending(list(running.values()), states, _now_ms())
                            if shared is not None else set(running.values()))
+                hold = shared is not None and held_back(steps, list(running.values()), states, _now_ms(), submitted)
                 in_use: dict[str, int] = {}
                 for j in sending:
                     in_use[backends[j]] = in_use.get(backends[j], 0) + 1
@@ -298,7 +334,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     if len(sending) >= parallel or len(running) >= workers:
                         break
                     b = backends[i]
-                    if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30):
+                    if not deps[i] <= finished or in_use.get(b, 0) >= limits.get(b, 1 << 30) or (hold and i in side):
                         continue
                     pending.remove(i)
                     if skipped(i):
@@ -306,6 +342,8 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     in_use[b] = in_use.get(b, 0) + 1
                     sending.add(i)
                     echo(f"[{i + 1}/{len(steps)}] materializing {steps[i].label()}")
+                    submitted[i] = _now_ms()
+                    hold = hold or (shared is not None and steps[i].partition_key is not None)   # (no answer yet)
                     keys = [k.to_user_string() for k in steps[i].keys]
                     running[pool.submit(len(running), run_step, keys, steps[i].partition_key,
                                         {**(tags or {}), **steps[i].tags, "wse/backend": b}, i)] = i

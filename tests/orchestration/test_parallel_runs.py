@@ -83,6 +83,30 @@ def test_dependencies_between_runs():
             assert all(steps[j].partition_key == st.partition_key for j in deps[i])
 
 
+def test_a_side_run_waits_for_the_cells_first_answers():
+    """The runs nothing waits for (the part of a source run the cells do not read, the final tables) start
+    once every running cell has had an answer from a model, or 5 s after it was submitted: a cell's start
+    up to its first requests does not share the cores with their plots (NCP's spec statistics)."""
+    from wse_platform.parallel_runs import held_back, side_runs
+
+    defs = toy_definitions()
+    keys = [AssetKey("cell"), AssetKey("verdicts"), AssetKey("table")]
+    steps = plan(defs, keys, dict.fromkeys(keys))
+    deps = step_dependencies(defs, steps)
+    cells = [i for i, st in enumerate(steps) if st.partition_key is not None]
+    assert side_runs(steps, deps) == {i for i, st in enumerate(steps) if st.partition_key is None}
+    a, b = cells[:2]
+    submitted = {a: 10_000, b: 10_000}
+    assert held_back(steps, [a, b], {}, 10_100, submitted)                       # nothing published yet
+    assert held_back(steps, [a, b], {a: (10_050, 11_000, 3)}, 11_100, submitted)  # b: no answer yet
+    answered = {a: (10_050, 11_000, 3), b: (10_060, 11_050, 2)}
+    assert not held_back(steps, [a, b], answered, 11_100, submitted)             # both sending: start it
+    assert not held_back(steps, [a, b], {}, 15_000, submitted, hold_max_s=5)    # cached cells: 5 s at most
+    assert held_back(steps, [a, b], {}, 14_900, submitted, hold_max_s=5)
+    tables = sorted(side_runs(steps, deps))
+    assert not held_back(steps, tables, {}, 10_100, dict.fromkeys(tables, 10_000))   # only cells hold it
+
+
 @pytest.mark.parametrize("backend, expect_parallel", [("embedded", 1), ("litellm", 4)])
 def test_default_parallel_and_backend_of_a_cell(tmp_path, backend, expect_parallel, monkeypatch):
     from wse_platform import parallel_runs

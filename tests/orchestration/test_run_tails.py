@@ -99,3 +99,46 @@ def test_a_worker_loads_the_definitions_while_the_command_plans(tmp_path, monkey
     monkeypatch.setattr(runner, "observe_sources", observe_after_a_worker)
     rc = cli.main(["--config", str(config_file), "materialize", "--partition", "c", "--parallel", "2"])
     assert rc == 0 and observed == []
+
+
+TWO = StaticPartitionsDefinition(["a", "b"])
+
+
+@asset(partitions_def=TWO)
+def held_cell(context):
+    pk, folder = context.partition_key, Path(os.environ["WSE_TEST_TAIL_DIR"])
+    time.sleep(2.0)                              # the cell's start up to its first answer
+    (folder / f"answered-{pk}").write_text(str(time.time()))
+    progress.TALLY.add(False, False)             # an answer from a model (as the LLM client counts it)
+    time.sleep(1.0)
+    return MaterializeResult()
+
+
+@asset
+def side_table():
+    (Path(os.environ["WSE_TEST_TAIL_DIR"]) / "started-side").write_text(str(time.time()))
+    return MaterializeResult()
+
+
+def held_definitions(*_args) -> Definitions:
+    return Definitions(assets=[held_cell, side_table])
+
+
+def test_a_side_run_starts_after_the_cells_first_answers(tmp_path, monkeypatch):
+    """A run nothing waits for (NCP's spec statistics beside the cells) is submitted only once each running cell
+    has had an answer from a model (`parallel_runs.held_back`), also when it is ready in the same pass as they are."""
+    monkeypatch.setenv("WSE_TEST_TAIL_DIR", str(tmp_path))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(parallel_runs, "HOLD_MAX_S", 120.0, raising=False)   # the workers' own start may be slow on a busy machine
+    (tmp_path / "home").mkdir()
+    defs = held_definitions()
+    keys = [AssetKey("held_cell"), AssetKey("side_table")]
+    steps = plan(defs, keys, {AssetKey("held_cell"): None, AssetKey("side_table"): None})
+    shared = progress.Shared(3)
+    lines: list[str] = []
+    report = execute_parallel(defs, steps, DagsterInstance.get(), settings_from_dict({}), 3,
+                              (f"{__name__}:held_definitions", ()), echo=lines.append,
+                              progress_args=shared.worker_args(), spare=0)
+    assert report.ok and len(report.steps) == 3, "\n".join(lines)
+    t = {p.name: float(p.read_text()) for p in tmp_path.glob("*-*") if p.is_file()}
+    assert t["started-side"] >= max(t["answered-a"], t["answered-b"]), "\n".join(lines)

@@ -141,3 +141,50 @@ def test_the_template_creates_a_fresh_instance_and_keeps_nothing_open(config_fil
     instance = get_instance(load_settings(config_file))
     assert instance.get_runs(limit=1) == []
     instance.dispose()
+
+
+EXIT = """
+import json, os, sys
+from wse_platform import workers
+loader = ("tests.orchestration.test_worker_fork:noting_definitions", (sys.argv[1],))
+from dagster import DagsterInstance
+DagsterInstance.get()
+workers.start_template(loader)
+with workers.Workers(loader, 1) as pool:
+    info = pool.submit(0, workers.worker_info).result(timeout=120)
+print(json.dumps({"info": info}), flush=True)
+sys.stdin.readline()   # until the test has looked at the template
+"""
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_the_template_exits_without_the_interpreters_teardown(tmp_path):
+    """When the command ends, its fork server (the template, with Dagster and the definitions loaded) exits
+    without the interpreter's teardown (~1 s of CPU with the platform's definitions, after the command's last
+    line, with the command's output pipe held open meanwhile: `wse materialize | tee` and bench/fleet.py
+    waited for it). Measured as the template's CPU seconds between the command's exit and its own."""
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "DAGSTER_HOME": str(tmp_path / "home")}
+    (tmp_path / "home").mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", EXIT, str(tmp_path)], cwd=REPO, env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    template = json.loads(proc.stdout.readline())["info"][1]
+    assert template is not None and (tmp_path / f"built-{template}").exists()
+    before = _cpu_s(template)
+    proc.stdin.close()   # the command ends
+    proc.wait(60)
+    last, deadline = before, time.monotonic() + 60
+    while (now := _cpu_s(template)) is not None and time.monotonic() < deadline:
+        last = now
+        time.sleep(0.005)
+    assert _cpu_s(template) is None, "the template outlived its command"
+    assert last - before < 0.25, f"the template spent {last - before:.2f} s of CPU after its command ended"
