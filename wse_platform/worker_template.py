@@ -117,6 +117,7 @@ def check_fork_safe() -> str | None:
         problems.append(f"database files open in the template: {open_files}")
     return "; ".join(problems) or None
 
+
 def _exit_now() -> None:
     """The fork server's exit (the command that started it ended: `multiprocessing.forkserver` raises SystemExit)
     without the interpreter's teardown of the Dagster & co. it preloaded (~1 s of CPU on 2 cores, after the
