@@ -30,6 +30,26 @@ def write_config(tmp_path: Path, **overrides) -> Path:
     return path
 
 
+def ncp_first_specs(n: int = 3) -> list[str]:
+    """The ids of the released NCP dataset's first `n` specs in evaluation order (movie48, movie09, ...)."""
+    from wse_platform.ncp.spec import NCP_DATASET_DIR
+    return yaml.safe_load((NCP_DATASET_DIR / "index.yaml").read_text())["specs"][:n]
+
+
+def copy_ncp_specs(root: Path, n: int = 3) -> list[str]:
+    """A copy of the released NCP dataset in `root` with only its first `n` specs (index and spec files);
+    returns their ids."""
+    import shutil
+
+    from wse_platform.ncp.spec import NCP_DATASET_DIR
+    first = ncp_first_specs(n)
+    (root / "specs").mkdir(parents=True)
+    (root / "index.yaml").write_text(yaml.safe_dump({"specs": first}))
+    for sid in first:
+        shutil.copy(NCP_DATASET_DIR / "specs" / f"{sid}.yaml", root / "specs")
+    return first
+
+
 @pytest.fixture
 def config_file(tmp_path, monkeypatch) -> Path:
     path = write_config(tmp_path)

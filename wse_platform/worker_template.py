@@ -118,23 +118,15 @@ def check_fork_safe() -> str | None:
     return "; ".join(problems) or None
 
 
-def _exit_now() -> None:
-    """The fork server's exit (the command that started it ended: `multiprocessing.forkserver` raises SystemExit)
-    without the interpreter's teardown of the Dagster & co. it preloaded (~1 s of CPU on 2 cores, after the
-    command's last line, with the command's output pipe still open: `wse ... | tee` and `bench/fleet.py` waited
-    for it). Nothing is left to write: the template holds no open file and no thread (`check_fork_safe`)."""
-    import sys
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 - a closed stream: nothing to keep
-            pass
-    os._exit(0)
-
-
 if os.environ.get(ENV):
     import atexit
-    atexit.register(_exit_now)   # in the fork server only (its forks end with os._exit, as multiprocessing's do)
+
+    from wse_platform.procs import exit_without_teardown
+    # in the fork server only (its forks end with os._exit, as multiprocessing's do): when the command that
+    # started it ends (`multiprocessing.forkserver` raises SystemExit), no teardown of what it preloaded
+    # (~1 s of CPU after the command's last line, with the command's output pipe still open: `wse ... | tee`
+    # and `bench/fleet.py` waited for it); it holds no open file and no thread (`check_fork_safe`)
+    atexit.register(exit_without_teardown)
     try:
         build(os.environ[ENV])
     except Exception as err:  # noqa: BLE001 - never kill the fork server: workers then build their own

@@ -1,8 +1,6 @@
 """The NCP source run loads and validates the spec files once: `ncp_specs` and its check `ncp_specs_valid`
 read the same load (`assets.ncp.specs._load_all`) while the files are unchanged (issue 24: the source run
 is what the cells' first requests wait for; each load of the 100 released specs is ~0.4 s of CPU)."""
-import shutil
-
 import pytest
 import yaml
 from dagster import materialize
@@ -11,21 +9,17 @@ import assets.ncp.specs as specs_module
 import wse_platform.ncp.spec as spec_module
 from assets.partitions import build_partitions
 from resources import WarehouseResource
-from tests.conftest import write_config
+from tests.conftest import copy_ncp_specs, ncp_first_specs, write_config
 from wse_platform.config import load_settings
-from wse_platform.ncp.spec import NCP_DATASET_DIR, load_specs
+from wse_platform.ncp.spec import load_specs
 from wse_platform.warehouse import Warehouse
 
-FIRST = yaml.safe_load((NCP_DATASET_DIR / "index.yaml").read_text())["specs"][:3]
-
+FIRST = ncp_first_specs()
 
 @pytest.fixture
 def dataset(tmp_path, monkeypatch):
     root = tmp_path / "dataset"
-    (root / "specs").mkdir(parents=True)
-    (root / "index.yaml").write_text(yaml.safe_dump({"specs": FIRST}))
-    for sid in FIRST:
-        shutil.copy(NCP_DATASET_DIR / "specs" / f"{sid}.yaml", root / "specs")
+    copy_ncp_specs(root)
     monkeypatch.setattr(specs_module, "NCP_DATASET_DIR", root)
     monkeypatch.setattr(specs_module, "_LOADED", {}, raising=False)
     loads: list[str] = []

@@ -3,8 +3,6 @@
 Before: the bad spec was dropped silently (exit 0, 99 rows) and `ncp.n_specs: 1` moved on to the
 next spec in evaluation order without a word.
 """
-import shutil
-
 import pytest
 import yaml
 from dagster import materialize
@@ -12,22 +10,18 @@ from dagster import materialize
 import assets.ncp.specs as specs_module
 from assets.partitions import build_partitions
 from resources import WarehouseResource
-from tests.conftest import write_config
+from tests.conftest import copy_ncp_specs, ncp_first_specs, write_config
 from wse_platform.config import load_settings
-from wse_platform.ncp.spec import NCP_DATASET_DIR
 from wse_platform.warehouse import Warehouse
 
-FIRST = yaml.safe_load((NCP_DATASET_DIR / "index.yaml").read_text())["specs"][:3]  # movie48, movie09, ...
+FIRST = ncp_first_specs()  # movie48, movie09, ...
 
 
 @pytest.fixture
 def dataset(tmp_path, monkeypatch):
     """A three-spec copy of the released dataset whose first spec has a bad commitment type."""
     root = tmp_path / "dataset"
-    (root / "specs").mkdir(parents=True)
-    (root / "index.yaml").write_text(yaml.safe_dump({"specs": FIRST}))
-    for sid in FIRST:
-        shutil.copy(NCP_DATASET_DIR / "specs" / f"{sid}.yaml", root / "specs")
+    copy_ncp_specs(root)
     bad = root / "specs" / f"{FIRST[0]}.yaml"
     raw = yaml.safe_load(bad.read_text())
     raw["commitments"][0]["type"] = "sometimes"
