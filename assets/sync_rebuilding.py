@@ -97,11 +97,6 @@ def planned_by(instance, run: DagsterRun, marked_too: bool = False) -> dict[Asse
     return out
 
 
-def _newest(instance, keys: Sequence[AssetKey]) -> dict[AssetKey, object]:
-    """Each asset's newest materialization: its storage id, run and time (`MaterializationHead`)."""
-    return latest_materialization_heads(instance, keys)
-
-
 def unmarked(description: str) -> str:
     """A verdict's text without an earlier run's "rebuilding in run …; until then: " mark."""
     if description.startswith(MARK) and UNTIL in description:
@@ -145,7 +140,7 @@ def say_rebuilding(graph: Callable[[], AssetGraph], instance, run: DagsterRun,
     only where the verdict computed now differs. The run's data checks get theirs too
     (`mark_data_checks`). Returns the `in_sync` evaluations reported."""
     hidden = planned_by(instance, run, marked_too=again and compute)
-    built = _newest(instance, list(hidden)) if hidden else {}
+    built = latest_materialization_heads(instance, list(hidden)) if hidden else {}
     events = []
     if built:
         order = sorted(built, key=lambda k: k.to_user_string())
@@ -384,7 +379,7 @@ def unmark_ended(graph: Callable[[], AssetGraph], instance, run: DagsterRun) -> 
     latest = latest_check_executions(instance, keys) if keys else {}
     marked = [k.asset_key for k, rec in latest.items()
               if isinstance(rec.evaluation, AssetCheckEvaluation) and (rec.evaluation.description or "").startswith(mark)]
-    built = _newest(instance, marked) if marked else {}
+    built = latest_materialization_heads(instance, marked) if marked else {}
     if not built:
         return []
     order = sorted(built, key=lambda k: k.to_user_string())

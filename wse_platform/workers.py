@@ -196,7 +196,6 @@ def worker_info() -> tuple[int, int | None]:
     return os.getpid(), _WORKER.get("forked_from")
 
 
-
 def run_step(keys: list[str], partition_key: str | None, tags: dict[str, str],
              index: int | None = None) -> tuple[bool, str | None, float, str | None]:
     """(ok, first failure, seconds, infrastructure cause) of one run (planned run `index`) in this worker."""

@@ -69,6 +69,12 @@ def slots_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / f"wse-platform-slots-{os.getuid()}"
 
 
+def _others_waiting(table: tuple, old: float, pid: float, skip: int = -1) -> int:
+    """Entries of the waiting table (pid, last look, ...), but entry `skip`, of processes other than `pid`
+    that looked after `old`."""
+    return sum(1 for k in range(_WAITING) if k != skip and table[2 * k + 1] > old and table[2 * k] != pid)
+
+
 def _hint_map(folder: Path) -> mmap.mmap:
     """The endpoint's shared hint map (every process sizes it the same: it never shrinks). Its blocks are
     allocated up front: a write into a hole of a mapped file on a full disk would kill the process."""
@@ -185,16 +191,14 @@ class EndpointLimiter:
             self._entry = e
         _ENTRY.pack_into(self._map, 64 + 16 * e, pid, now)
         _STAMP.pack_into(self._map, 16, now)   # the latest look of any process
-        return sum(1 for k in range(_WAITING) if k != e and t[2 * k + 1] > old and t[2 * k] != pid)
+        return _others_waiting(t, old, pid, skip=e)
 
     def _waiting_elsewhere(self, now: float) -> int:
         """How many other processes are waiting for a slot of this endpoint (their stamps are fresh)."""
         old = now - WAITING_S
         if _STAMP.unpack_from(self._map, 16)[0] <= old:   # nobody looked lately: no need to read the table
             return 0
-        pid = float(os.getpid())
-        t = _TABLE.unpack_from(self._map, 64)
-        return sum(1 for k in range(1, 2 * _WAITING, 2) if t[k] > old and t[k - 1] != pid)
+        return _others_waiting(_TABLE.unpack_from(self._map, 64), old, float(os.getpid()))
 
     def repair(self) -> int:
         """Mark free every slot whose byte says held but whose lock nobody holds (its holder died or
