@@ -35,6 +35,56 @@ def test_records_match_the_llm_calls_table_and_writes_are_idempotent(tmp_path):
     assert call_records_frame([]).height == 0
 
 
+
+def _record(call_id: str, request_key: str, run_id: str, error_kind: str | None = None) -> dict:
+    return {"call_id": call_id, "run_id": run_id, "partition_key": "p", "role": "r", "model": "m",
+            "request_key": request_key, "attempt": 1, "valid": error_kind is None, "error_kind": error_kind}
+
+
+def test_failed_calls_are_replaced_by_the_answered_call_of_the_same_request(tmp_path):
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    assert write_call_records(wh, [_record("f1", "x", "run-1", "transport")]) == 1
+    answered = [_record("a2", "x", "run-2"), _record("g2", "y", "run-2", "infrastructure")]
+    assert write_call_records(wh, answered) == 2            # x answered: its failed row goes
+    assert write_call_records(wh, [_record("f3", "x", "run-3", "transport")]) == 0  # x has its answer
+    assert write_call_records(wh, answered) == 0            # the same batch again: nothing new
+    rows = wh.query("SELECT call_id, error_kind FROM llm_calls ORDER BY call_id").rows()
+    assert rows == [("a2", None), ("g2", "infrastructure")]
+
+
+def test_a_batch_without_failed_calls_skips_known_ids_through_the_primary_key(tmp_path, monkeypatch):
+    """Issue 24: a batch read the whole of llm_calls (a NOT EXISTS anti-join and two count(*)), a cost
+    that grew with the warehouse; now the primary key skips a known call_id and the INSERT counts."""
+    import contextlib
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(5)])
+    statements: list[str] = []
+
+    class Spy:
+        def __init__(self, con):
+            self._con = con
+
+        def execute(self, sql, *args):
+            statements.append(" ".join(sql.split()))
+            return self._con.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
+    plain = wh.transaction
+
+    @contextlib.contextmanager
+    def spied():
+        with plain() as con:
+            yield Spy(con)
+    monkeypatch.setattr(wh, "transaction", spied)
+    assert write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(3, 8)]) == 3
+    assert wh.query("SELECT count(*) AS n FROM llm_calls")["n"][0] == 8
+    reads = [s for s in statements if "llm_calls" in s.split("INSERT OR IGNORE INTO llm_calls", 1)[-1]
+             and not s.startswith("DELETE")]
+    assert reads == [] and statements[0].startswith("INSERT OR IGNORE INTO llm_calls"), statements
+    assert not any("count(" in s.lower() for s in statements), statements
+
 RUNNER = textwrap.dedent("""
     import sys, time
     from pathlib import Path

@@ -39,29 +39,36 @@ def write_call_records(warehouse: "Warehouse", records: list[dict[str, Any]]) ->
 
     Each call is counted once with its final outcome: a call that failed the run (error_kind
     transport/infrastructure) is replaced by the row of the same request (request_key, attempt,
-    partition) that later got an answer, and is not inserted once such a row exists."""
+    partition) that later got an answer, and is not inserted once such a row exists.
+
+    A record already there is skipped through the table's primary key (`INSERT OR IGNORE`: an index
+    look-up per record) and the number of new rows is what the INSERT reports: the earlier
+    `NOT EXISTS` anti-join and the two `count(*)` read the whole table at every batch, a cost that grew
+    with the warehouse (issue 24: ~31 -> 47 ms of CPU per batch of 200 at 8,000 -> 100,000 rows).
+    The look-up of an answered row of the same request is made only for a batch holding failed calls."""
     from wse_platform.warehouse import WarehouseError
 
     frame = call_records_frame(records).unique(subset="call_id", keep="first", maintain_order=True)
     if not frame.height:
         return 0
+    failed = frame.get_column("error_kind").is_in(list(NO_RESULT)).fill_null(False)
+    n_failed = int(failed.sum())
     warehouse.ensure_schema()
     same = ("t.request_key = r.request_key AND t.attempt = r.attempt "
             "AND t.partition_key IS NOT DISTINCT FROM r.partition_key")
     bad = "('transport', 'infrastructure')"
+    insert = "INSERT OR IGNORE INTO llm_calls BY NAME SELECT * FROM _wse_calls r"
+    if n_failed:
+        insert += (f" WHERE NOT (coalesce(r.error_kind, '') IN {bad} AND EXISTS (SELECT 1 FROM llm_calls t "
+                   f"WHERE {same} AND coalesce(t.error_kind, '') NOT IN {bad}))")
     try:
         with warehouse.transaction() as con:
             con.register("_wse_calls", frame.to_arrow())
-            before = con.execute("SELECT count(*) FROM llm_calls").fetchall()[0][0]
-            con.execute(
-                "INSERT INTO llm_calls BY NAME SELECT * FROM _wse_calls r "
-                "WHERE NOT EXISTS (SELECT 1 FROM llm_calls t WHERE t.call_id = r.call_id) "
-                f"AND NOT (coalesce(r.error_kind, '') IN {bad} AND EXISTS (SELECT 1 FROM llm_calls t WHERE {same} "
-                f"AND coalesce(t.error_kind, '') NOT IN {bad}))")
-            added = con.execute("SELECT count(*) FROM llm_calls").fetchall()[0][0] - before
-            con.execute(
-                f"DELETE FROM llm_calls t WHERE coalesce(t.error_kind, '') IN {bad} AND EXISTS "
-                f"(SELECT 1 FROM _wse_calls r WHERE {same} AND coalesce(r.error_kind, '') NOT IN {bad})")
+            added = con.execute(insert).fetchall()[0][0]
+            if n_failed < frame.height:   # answered calls replace the failed rows of their requests
+                con.execute(
+                    f"DELETE FROM llm_calls t WHERE coalesce(t.error_kind, '') IN {bad} AND EXISTS "
+                    f"(SELECT 1 FROM _wse_calls r WHERE {same} AND coalesce(r.error_kind, '') NOT IN {bad})")
             con.unregister("_wse_calls")
     except Exception as err:
         raise WarehouseError(f"appending to llm_calls failed: {err}") from err
