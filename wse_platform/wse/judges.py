@@ -160,30 +160,32 @@ def _apply(obj: Any, fn) -> Any:
 _TITLE_WORD = re.compile(r"\w{4,}")   # "Lear", "Ваня"; not "The"
 
 
-def title_names_a_character(seed: EpisodeSeed) -> bool:
+def title_names_a_character(seed: EpisodeSeed, view: dict[str, Any] | None = None) -> bool:
     """The title is (or contains) a character's name: "Hamlet" with Hamlet in the cast, "King Lear"
     when "Lear" names someone in the world's own text (a daughter "Lear's youngest daughter", "Enter
     King Lear") even if Lear is not in the cast. Then the title stays: where it occurs it names the
-    character (the construction phrase that named the play is rewritten first)."""
+    character (the construction phrase that named the play is rewritten first). `view`: the seed's
+    neutrally rewritten judge view (`_neutral_view`) when the caller has it."""
     title = seed.world_title
     if not title:
         return False
     names = [c.name.casefold() for c in seed.cast]
     if any(title.casefold() in n or n in title.casefold() for n in names):
         return True
-    view = _apply(seed.judge_view(), _neutral_rewriter(seed))
+    if view is None:
+        view = _neutral_view(seed)
     text = re.sub(re.escape(title), " ", json.dumps(view, ensure_ascii=False), flags=re.IGNORECASE)
     words = [w for w in _TITLE_WORD.findall(title) if w[:1].isupper()]
     return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text) for w in words)
 
 
-def blinding_terms(seed: EpisodeSeed) -> list[str]:
+def blinding_terms(seed: EpisodeSeed, view: dict[str, Any] | None = None) -> list[str]:
     """The world title and SOURCE_TERMS, minus any that is (part of) a cast member's name, and minus
     the title when it names a character (`title_names_a_character`): a judge must see the
     characters' names, so "Hamlet" and "King Lear" stay where they name the character."""
     names = [c.name.casefold() for c in seed.cast]
     terms = [t for t in SOURCE_TERMS if not any(t.casefold() in n for n in names)]
-    if not title_names_a_character(seed):
+    if not title_names_a_character(seed, view):
         terms.append(seed.world_title)
     return sorted({t for t in terms if t}, key=len, reverse=True)
 
@@ -205,13 +207,21 @@ def _scrub(obj: Any, pattern: re.Pattern[str] | None, label: str) -> Any:
     return obj
 
 
+def _neutral_view(seed: EpisodeSeed) -> dict[str, Any]:
+    """The seed's judge view in neutral wording (issue 22): a new object each call."""
+    return _apply(seed.judge_view(), _neutral_rewriter(seed))
+
+
 def _blinded_view_uncached(seed: EpisodeSeed, steps: tuple[NarratedStep, ...] | list[NarratedStep],
-                           pattern: re.Pattern[str] | None | bool = False) -> dict[str, Any]:
+                           pattern: re.Pattern[str] | None | bool = False,
+                           view: dict[str, Any] | None = None) -> dict[str, Any]:
     """`blinded_view` computed from scratch (the definition `_SeedBlinding` caches; tests compare the two).
-    `pattern`: the seed's `_blinding_pattern(blinding_terms(seed))` when the caller has it."""
-    if pattern is False:
-        pattern = _blinding_pattern(blinding_terms(seed))
-    view = _apply(seed.judge_view(), _neutral_rewriter(seed))   # neutral wording first (issue 22)
+    `pattern`: the seed's `_blinding_pattern(blinding_terms(seed))` when the caller has it; `view`: the
+    seed's `_neutral_view`, when the caller made it (it becomes part of the result: not to be reused)."""
+    if view is None:
+        view = _neutral_view(seed)   # neutral wording first (issue 22)
+    if pattern is False:   # the title check reads the view before it is blinded (and changed) below
+        pattern = _blinding_pattern(blinding_terms(seed, view))
     label = neutral_world_label(seed)
     out = _scrub({
         "language": view["language"],
@@ -235,8 +245,9 @@ class _SeedBlinding:
 
     def __init__(self, seed: EpisodeSeed):
         self.label = neutral_world_label(seed)
-        self.pattern = _blinding_pattern(blinding_terms(seed))
-        whole = _blinded_view_uncached(seed, [], self.pattern)
+        view = _neutral_view(seed)   # rewritten once for the title check and the view (was twice)
+        self.pattern = _blinding_pattern(blinding_terms(seed, view))
+        whole = _blinded_view_uncached(seed, [], self.pattern, view)
         self.language: str = whole["language"]
         self.opening: str = whole["opening"]
         self.world: dict[str, Any] = whole["initial_world"]
