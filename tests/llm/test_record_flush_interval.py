@@ -62,3 +62,29 @@ def test_without_a_cap_the_interval_stays(tmp_path):
         assert writes == [2, 2] and client._flush_wait == 5.0
     finally:
         client.close()
+
+
+def test_periodic_record_writes_of_every_client_run_on_one_thread_per_process(tmp_path):
+    """Issue 24: each client (a step's session) had a writer thread of its own, and the warehouse keeps a
+    DuckDB instance per thread: every session's first periodic write made one anew (~30 ms of CPU). The
+    writes a backend's event loop hands off now go to one thread per process, for every client."""
+    import asyncio
+    import threading
+
+    writers: list[threading.Thread] = []
+
+    async def on_the_loop(fn) -> None:   # as a backend's event loop calls `_flush_soon`
+        fn()
+
+    for k in range(2):
+        client = LLMClient(make_settings(tmp_path), run_id=f"flush-{k}", backends={"smollm2": backend()},
+                           record_sink=lambda rows: writers.append(threading.current_thread()),
+                           flush_every=10**6, flush_interval_s=5.0)
+        try:
+            client.complete_many(_reqs(f"t{k}"))
+            client._last_flush -= 5.1
+            asyncio.run(on_the_loop(client._flush_soon))
+        finally:
+            client.close()   # waits for the handed-off write
+        assert len(writers) == k + 1 and client._flushed == 2
+    assert writers[0] is writers[1] and writers[0] is not threading.current_thread()

@@ -23,11 +23,12 @@ import asyncio
 import functools
 import hashlib
 import logging
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,20 @@ JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everythin
 GROUP_THREADS = 256  # at most this many backend groups of concurrent batches at once (more wait their turn)
 CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
 _shown_endpoint = functools.lru_cache(maxsize=256)(redact_url)   # per call; the same few endpoints each time
+_WRITER: tuple[int, ThreadPoolExecutor] | None = None   # (pid, executor) of `_record_writer`
+_WRITER_LOCK = threading.Lock()
+
+
+def _record_writer() -> ThreadPoolExecutor:
+    """The one thread of this process that writes the clients' periodic record batches (`_flush_soon`).
+    Issue 24: each client (a step's session) had a writer thread of its own, and the warehouse keeps a
+    DuckDB instance per thread, so every session's first periodic write made an instance anew (~30 ms of
+    CPU). A process forked from one that had the thread makes its own."""
+    global _WRITER
+    with _WRITER_LOCK:
+        if _WRITER is None or _WRITER[0] != os.getpid():
+            _WRITER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="wse-llm-records"))
+        return _WRITER[1]
 
 
 def usable(value: dict[str, Any]) -> bool:
@@ -151,7 +166,7 @@ class LLMClient:
         self._store_lock = threading.Lock()
         self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
         self._n_claims = 0
-        self._flusher: ThreadPoolExecutor | None = None
+        self._flushing: Future | None = None   # this client's periodic write on `_record_writer`, if any
         self._groups: ThreadPoolExecutor | None = None   # _call_keys: a batch's groups beyond the first
         self._last_store = time.monotonic()
         self._flush_pending = False
@@ -360,9 +375,9 @@ class LLMClient:
         if self._groups is not None:
             self._groups.shutdown(wait=True)
             self._groups = None
-        if self._flusher is not None:
-            self._flusher.shutdown(wait=True)
-            self._flusher = None
+        if self._flushing is not None:
+            wait([self._flushing])   # its errors were logged and kept in _durability_error
+            self._flushing = None
         try:
             self._settle()
         except Exception as err:  # noqa: BLE001 - the journal keeps what could not be stored
@@ -684,8 +699,6 @@ class LLMClient:
             if not self._flush_due() or self._flush_pending:
                 return
             self._flush_pending = True
-            if self._flusher is None:
-                self._flusher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wse-llm-records")
 
         def run() -> None:
             try:
@@ -693,7 +706,7 @@ class LLMClient:
             finally:
                 with self._lock:
                     self._flush_pending = False
-        self._flusher.submit(run)
+        self._flushing = _record_writer().submit(run)
 
     @staticmethod
     def _cost(model: ResolvedModel, resp: BackendResponse) -> float | None:
