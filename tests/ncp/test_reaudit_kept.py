@@ -17,7 +17,8 @@ SPECS = {f"m{i}": make_spec(f"m{i}") for i in range(3)}
 
 
 def _live(call):
-    """The narration of turn t is "Scene t." (its prompt shows the t earlier ones); answers depend on the request only."""
+    """The narration of turn t is "Scene t." (its prompt shows the t earlier ones): answers depend on the
+    request only."""
     seen = "\n".join(m["content"] for m in call.messages).count("Scene ")
     if call.role.startswith("ncp.player"):
         return [f"I search deck {seen}."] * call.n
@@ -90,7 +91,8 @@ def test_the_reaudit_step_of_the_cell_run_makes_no_llm_call_of_its_own(tmp_path,
     calls = wh.query("SELECT call_id FROM llm_calls WHERE run_id = ?", [one.run_id])["call_id"].to_list()
     live = set(wh.query("SELECT DISTINCT unnest(llm_call_ids) AS i FROM ncp_turns")["i"].to_list())
     assert live and set(calls) == live, \
-        f"{len(set(calls) - live)} llm_calls row(s) of the cell's run beyond the live episodes': the re-audit replayed them"
+        f"{len(set(calls) - live)} llm_calls row(s) of the cell's run beyond the live episodes': " \
+        "the re-audit replayed them"
     turns = wh.query("SELECT * EXCLUDE (llm_call_ids) FROM ncp_reaudit_turns ORDER BY spec_id, turn").to_dicts()
     eps = wh.query("SELECT * FROM ncp_reaudit_episodes ORDER BY spec_id").to_dicts()
     ids = wh.query("SELECT DISTINCT unnest(llm_call_ids) AS i FROM ncp_reaudit_turns")["i"].to_list()
