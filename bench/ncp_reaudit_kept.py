@@ -4,7 +4,8 @@ kept answers (`wse_platform/ncp/kept.py`, "new"), interleaved in one process (A/
 
 Live episodes of one baseline+adversarial cell on the first SPECS released specs, t_max 3, on a
 scripted backend; then ROUNDS x (old, new) re-audits, order alternating; CPU = `time.process_time`
-(all threads) of `reaudit(...)`; records = the `llm_calls` rows the re-audit writes.
+(all threads) of `reaudit(...)` plus writing its call records into `llm_calls` (DuckDB) as a session
+does; records = the `llm_calls` rows the re-audit writes.
 
     PYTHONPATH=. python bench/ncp_reaudit_kept.py [SPECS=30] [ROUNDS=5]
 """
@@ -16,13 +17,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.ncp._ncp_helpers import released_specs, statuses, NONE_DIFF, NO_CONFLICT, NODE_NO, text_of
-from wse_platform.config import settings_from_dict
-from wse_platform.kept_answers import EarlyAnswers
-from wse_platform.llm import LLMClient, ScriptedBackend
-from wse_platform.ncp.episode import Architecture, AuditorSetup, EpisodeSetup, run_episodes
-from wse_platform.ncp.kept import answered, keeping
-from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
+from resources.llm import FLUSH_EVERY, FLUSH_INTERVAL_MAX_S, FLUSH_INTERVAL_S  # noqa: E402
+from tests.ncp._ncp_helpers import NO_CONFLICT, NODE_NO, NONE_DIFF, released_specs, statuses, text_of  # noqa: E402
+from wse_platform.config import settings_from_dict  # noqa: E402
+from wse_platform.kept_answers import EarlyAnswers  # noqa: E402
+from wse_platform.llm import LLMClient, ScriptedBackend  # noqa: E402
+from wse_platform.llm.accounting import write_call_records  # noqa: E402
+from wse_platform.ncp.episode import Architecture, AuditorSetup, EpisodeSetup, run_episodes  # noqa: E402
+from wse_platform.ncp.kept import answered, keeping  # noqa: E402
+from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows  # noqa: E402
+from wse_platform.warehouse import Warehouse  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 30
 specs = list(released_specs())[:N]
@@ -52,16 +56,25 @@ kept = answers.take("r", "cell")
 trs = transcripts_from_rows(live.turn_rows())
 by_id = {sp.spec_id: sp for sp in specs}
 print("specs", N, "kept answers", len(kept), "live calls", be.n_calls)
+wh = Warehouse(d + "/calls.duckdb")
+
+
 def one(mode):
-    cl = LLMClient(s, run_id="r", backends={"aud": ScriptedBackend(answer, namespace="ab")}, progress=False)
+    """One re-audit step as a Dagster session runs it: call records written into `llm_calls` (DuckDB) in the
+    session's batches, flushed at the end."""
+    cl = LLMClient(s, run_id="r", backends={"aud": ScriptedBackend(answer, namespace="ab")}, progress=False,
+                   record_sink=lambda rows: write_call_records(wh, rows), flush_every=FLUSH_EVERY,
+                   flush_interval_s=FLUSH_INTERVAL_S, flush_interval_max_s=FLUSH_INTERVAL_MAX_S)
     a = EarlyAnswers()
     if mode == "new":
         a._sets[("r", "cell")] = dict(kept)
     t = time.process_time()
     res = reaudit(answered(cl, "cell", a), by_id, trs, AuditorSetup("aud"), t_max=3)
-    cl.flush_records() if hasattr(cl, "flush_records") else None
+    n = len(cl.call_records())
+    cl.flush_records()
+    cl.drain_call_records()
+    cl.close()
     cpu = time.process_time() - t
-    n = len(cl.call_records()); cl.close()
     return cpu, n, [{k: v for k, v in r.items() if k != "llm_call_ids"} for r in res.turn_rows()]
 out = {"old": [], "new": []}
 ref = None
