@@ -18,6 +18,7 @@ from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame,
                                       turn_frame)
 from wse_platform.ncp.failures import (ANALYSIS_ABLATION, ANALYSIS_CELLS, ANALYSIS_REAUDIT, attempts_for_retry,
                                        retry_round)
+from wse_platform.ncp.kept import answered, keeping
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
 
 GROUP = "ncp_bench"
@@ -90,7 +91,8 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         round_ = retry_round(wh, fkey)
         # episodes without a result last time: fresh attempts for the failing requests
         with llm.session(context) as client, attempts_for_retry(client, round_):
-            result = run_episodes(client, specs, setup,
+            # the auditor's answers are kept for the re-audit of this run (same process: `ncp/kept.py`)
+            result = run_episodes(keeping(client, context.partition_key), specs, setup,
                                   progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"))
         eps = episode_frame(result.episode_rows())
         turns = turn_frame(result.turn_rows())
@@ -138,12 +140,14 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         specs = {sp.spec_id: sp for sp in specs_from_table(wh)}
         eps_frames, turn_frames, per_auditor, n_failed = [], [], {}, 0
         with llm.session(context) as client:
+            # the in-loop auditor's answers of this run's live episodes (same process), else the cache's
+            replay = answered(client, context.partition_key)
             for auditor in reaudit_auditors(s):
                 key = {"model": model, "arch": arch, "auditor_id": auditor.auditor_id}
                 fkey = {"analysis": ANALYSIS_REAUDIT, **key}
                 round_ = retry_round(wh, fkey)
                 with attempts_for_retry(client, round_):
-                    res = reaudit(client, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
+                    res = reaudit(replay, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
                                   sampling=s.ncp.sampling)
                 eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
                 wh.replace_partition("ncp_reaudit_episodes", eps, key)

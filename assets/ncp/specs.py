@@ -39,8 +39,24 @@ def specs_from_table(wh, limit: int | None = None, spec_ids=None) -> list[Narrat
         rows = pick_ids(rows, spec_ids, lambda r: r["spec_id"], "ncp.spec_ids", "ncp_specs")
     elif limit is not None:
         rows = rows[:limit]
-    return [NarrativeSpec.model_validate_json(r["spec_json"]).with_origin(r["source_file"], r["eval_order"])
-            for r in rows]
+    return [_parsed(r["spec_json"], r["source_file"], r["eval_order"]) for r in rows]
+
+
+_PARSED: dict[tuple, NarrativeSpec] = {}   # (spec_json, source_file, eval_order) -> the validated spec (read-only)
+MAX_PARSED = 2048
+
+
+def _parsed(spec_json: str, source_file: str | None, eval_order: int | None) -> NarrativeSpec:
+    """`spec_json` validated once per process: a cell's run reads the stored specs twice (its episodes, then
+    the re-audit, ~1 ms of CPU per spec each) and a worker runs several cells. The spec is frozen and
+    only read (episodes of a cell already share it); the origin is part of the key."""
+    key = (spec_json, source_file, eval_order)
+    got = _PARSED.get(key)
+    if got is None:
+        if len(_PARSED) >= MAX_PARSED:
+            _PARSED.clear()
+        got = _PARSED[key] = NarrativeSpec.model_validate_json(spec_json).with_origin(source_file, eval_order)
+    return got
 
 
 def run_specs(wh, ncp, limit: int | None) -> list[NarrativeSpec]:

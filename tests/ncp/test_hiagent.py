@@ -191,3 +191,29 @@ def test_without_tiktoken_the_budget_is_estimated_and_the_fallback_recorded(monk
         est = tokens._load("gpt-4o-mini")
     assert est.name.startswith("estimate-4-chars: tiktoken is not installed") and est("x" * 40) == 10
     assert "tiktoken unavailable" in caplog.text
+
+
+def test_the_token_counter_is_loaded_while_the_openings_are_in_flight(settings, monkeypatch):
+    """A memory cell starts loading HiAgent's tiktoken counter (~0.6 s of CPU) when its episodes start, in
+    the background: the opening request finds it loaded (held up to 20 s), instead of the first
+    HiAgent step of every episode waiting for it after the openings and players have answered."""
+    import time
+
+    from wse_platform.ncp import tokens
+
+    monkeypatch.setattr(tokens, "_COUNTERS", {})
+    monkeypatch.setattr(tokens, "_WARMING", set(), raising=False)
+    seen = []
+    script = Script()
+
+    def answer(call):
+        if call.role == "ncp.narrator_opening" and not seen:
+            deadline = time.monotonic() + 20
+            while "gpt-4o-mini" not in tokens._COUNTERS and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen.append("gpt-4o-mini" in tokens._COUNTERS)
+        return script(call)
+
+    res, _ = run(settings, answer, t_max=1)
+    assert seen == [True], "the counter was not loaded before the first HiAgent step needed it"
+    assert res.episode_rows()[0]["turns"] == 1

@@ -63,3 +63,32 @@ def test_a_changed_file_is_loaded_again(dataset, tmp_path, config_file):
     assert (len(specs), [p.record_id for p in problems]) == (len(FIRST) - 1, ["c_0"])
     fresh = load_specs(root, include_warnings=True)
     assert [s.meta.id for s in specs] == [s.meta.id for s in fresh[0]] and problems == fresh[1]
+
+
+def test_the_stored_specs_are_validated_once_per_process(tmp_path, monkeypatch):
+    """A cell's run reads `ncp_specs` for its episodes and again for its re-audit (~1 ms of CPU per spec
+    each, the re-audit's after the cell's last answer): the second read reuses the validated specs (the
+    same frozen objects, origin included); a changed row is validated again."""
+    import polars as pl
+
+    from wse_platform.ncp.spec import NarrativeSpec
+    from wse_platform.ncp.stats import spec_rows
+
+    monkeypatch.setattr(specs_module, "_PARSED", {}, raising=False)
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    copy_ncp_specs(tmp_path / "d")
+    specs, _ = load_specs(tmp_path / "d")
+    wh.replace_partition("ncp_specs", spec_rows(specs[:3]), {})
+    calls = []
+    original = NarrativeSpec.model_validate_json
+    monkeypatch.setattr(NarrativeSpec, "model_validate_json",
+                        classmethod(lambda cls, s, **kw: calls.append(1) or original(s, **kw)))
+    first = specs_module.specs_from_table(wh)
+    again = specs_module.specs_from_table(wh, limit=2)
+    assert len(calls) == 3 and [a is b for a, b in zip(again, first)] == [True, True]
+    assert [(s.spec_id, s.source_file, s.eval_order) for s in again] == \
+        [(s.spec_id, s.source_file, s.eval_order) for s in first[:2]]
+    rows = spec_rows(specs[:3]).with_columns(pl.col("eval_order") + 10)
+    wh.replace_partition("ncp_specs", rows, {})
+    moved = specs_module.specs_from_table(wh)
+    assert len(calls) == 6 and [s.eval_order for s in moved] == [s.eval_order + 10 for s in first]

@@ -17,53 +17,13 @@ client as before. The rows are the same (the answers are the ones the cache hold
 """
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from wse_platform import early_judges
 from wse_platform.endings.forecast import SplitStory, model_default_seed, prediction_rows
 from wse_platform.endings.judge import judgeable, prediction_request
-
-MAX_KEPT_SETS = 4   # (run, set) pairs whose answers are kept until their judging step takes them
-
-
-def request_digest(req: Any) -> tuple:
-    """What makes two judge requests the same request (the client's cache key reads the same fields)."""
-    h = hashlib.blake2b(digest_size=16)
-    for m in req.messages:
-        h.update(str(m.get("role")).encode())
-        h.update(b"\x1f")
-        h.update(str(m.get("content")).encode())
-        h.update(b"\x1e")
-    return (req.role, req.model, req.n, tuple(req.choices) if req.choices is not None else None,
-            req.output_model, req.allow_truncated, req.per_sample, req.sampling.model_dump_json(), h.hexdigest())
-
-
-class EarlyAnswers:
-    """Valid early judge answers of this process, per (run id, set key), until the judging step takes them."""
-
-    def __init__(self, max_sets: int = MAX_KEPT_SETS):
-        self._sets: OrderedDict[tuple[str, str], dict[tuple, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.max_sets = max_sets
-
-    def keep(self, run_id: str, set_key: str, reqs: Sequence[Any], results: Sequence[Any]) -> None:
-        got = {request_digest(q): r for q, r in zip(reqs, results) if getattr(r, "ok", False)}
-        with self._lock:
-            kept = self._sets.setdefault((run_id, set_key), {})
-            kept.update(got)
-            self._sets.move_to_end((run_id, set_key))
-            while len(self._sets) > self.max_sets:
-                self._sets.popitem(last=False)
-
-    def take(self, run_id: str | None, set_key: str) -> dict[tuple, Any]:
-        """The answers kept for (run, set), removed from here (empty when there are none)."""
-        with self._lock:
-            return self._sets.pop((run_id, set_key), {}) if run_id else {}
-
+from wse_platform.kept_answers import MAX_KEPT_SETS, EarlyAnswers, request_digest  # noqa: F401 (shared, NCP too)
 
 ANSWERS = EarlyAnswers()
 

@@ -66,6 +66,9 @@ def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
     An episode whose transport fails has no result (`failures.each_episode`); the run fails when every
     episode that reached the server failed so."""
     models = [setup.narrator_model, setup.player_model, setup.auditor.model]
+    if setup.arch.narrator == "memory" and setup.method is None:   # HiAgent counts tokens from turn 1 on
+        from wse_platform.ncp import tokens
+        tokens.warm(Prompter(setup).hiagent_texts().tokenizer_model)
     runs = each_episode(client, list(specs), lambda c, spec: _play(c, [spec], setup).runs,
                         lambda spec: EpisodeRun.start(spec, setup.narrator_model, setup.arch.key,
                                                       setup.auditor.auditor_id),

@@ -75,3 +75,17 @@ def counter(model: str = "gpt-4o-mini") -> TokenCounter:
         if model not in _COUNTERS:
             _COUNTERS[model] = _load(model)
         return _COUNTERS[model]
+
+
+def warm(model: str = "gpt-4o-mini") -> None:
+    """Load `model`'s counter in a background thread (~0.6 s of CPU for tiktoken's o200k file), so a
+    memory cell's first HiAgent step finds it loaded instead of loading it on the episodes' path
+    while their opening requests are in flight. Once per model and process."""
+    with _LOCK:
+        if model in _COUNTERS or model in _WARMING:
+            return
+        _WARMING.add(model)
+    threading.Thread(target=counter, args=(model,), name=f"ncp-tokens-{model}", daemon=True).start()
+
+
+_WARMING: set[str] = set()
