@@ -2,7 +2,7 @@
 
 `ncp_reaudit_episodes` replays a cell's stored transcripts under the in-loop auditor first (the
 replay baseline): every request it builds is one the live episodes of `ncp_episodes` asked, so
-each was answered from the response cache (~4,400 cache hits per cell at 30 specs, T_max 3, all
+each was answered from the response cache (~1,300 cache hits per cell at 100 specs, T_max 3, all
 after the cell's last answer). When both steps run in the same process and run (one `wse
 materialize` run of the cell, executed in process), `ncp_episodes` keeps the auditor's valid
 answers here (`keeping`) and the re-audit takes them (`answered`) instead of replaying them
