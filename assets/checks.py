@@ -22,6 +22,8 @@ cell (and the UI shows a status per cell). The checks of one partitioning form o
 materialized, in one step. Each result carries the number of offending rows and a few examples.
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
+import contextlib
+import contextvars
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
@@ -128,9 +130,35 @@ def evaluate_usable_rows(wh: Warehouse, table: str, where: Mapping[str, Any]) ->
         metadata={"n_rows": n, "n_usable": usable, "usable_means": USABLE[table], **scope(where)})
 
 
+# (warehouse, run, partition) -> counts, while one check step evaluates: a cell's tables were
+# all written by the same run, so their `llm_failures_below_threshold` read the same calls (once)
+_STEP_COUNTS: contextvars.ContextVar = contextvars.ContextVar("llm_failure_counts", default=None)
+
+
+@contextlib.contextmanager
+def counts_shared():
+    """`llm_failure_counts` asked again for the same run and partition (in this block) is not queried again."""
+    token = _STEP_COUNTS.set({})
+    try:
+        yield
+    finally:
+        _STEP_COUNTS.reset(token)
+
+
 def llm_failure_counts(wh: Warehouse, run_id: str, partition_key: str | None) -> dict[str, int]:
     """Requests, failed requests (no valid attempt) and cut ones (answer or prompt truncated) of a
-    run's calls for one partition, from `llm_calls`."""
+    run's calls for one partition, from `llm_calls` (once per run and partition in `counts_shared`)."""
+    memo = _STEP_COUNTS.get()
+    key = (str(wh.path), run_id, partition_key)
+    if memo is not None and key in memo:
+        return dict(memo[key])
+    counts = _llm_failure_counts(wh, run_id, partition_key)
+    if memo is not None:
+        memo[key] = dict(counts)
+    return counts
+
+
+def _llm_failure_counts(wh: Warehouse, run_id: str, partition_key: str | None) -> dict[str, int]:
     cols = set(wh.query("SELECT * FROM llm_calls LIMIT 0").columns)
     cut = " OR ".join([c for c in ("error_kind = 'truncated'" if "error_kind" in cols else "",
                                    "finish_reason = 'length'" if "finish_reason" in cols else "",
@@ -267,7 +295,7 @@ def _group_check(name: str, defs: list[CheckDef], pdef) -> Any:
     def _checks(context, warehouse: WarehouseResource, settings: SettingsResource):
         wh, s = warehouse.get(), settings.get()
         results = []
-        with wh.held():  # many small queries: one connection (each open reads the whole catalog)
+        with wh.held(), counts_shared():  # many small queries: one connection (each open reads the whole catalog)
             for key in sorted(context.selected_asset_check_keys,
                               key=lambda k: (k.asset_key.to_user_string(), k.name)):
                 d = by_key[key]

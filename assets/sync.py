@@ -93,11 +93,11 @@ def verdict(rows: Sequence[CellStatus]) -> tuple[bool, str, dict]:
 
 
 def status_by_asset(graph: AssetGraph, instance, marks: dict | None = None,
-                    assets: Sequence[AssetKey] | None = None) -> dict[str, list[CellStatus]]:
+                    assets: Sequence[AssetKey] | None = None, resolver=None) -> dict[str, list[CellStatus]]:
     """Every materializable asset's status rows (the `wse status` computation, incremental); with
     `assets`, those assets' rows (what is downstream of them is not computed)."""
     out: dict[str, list[CellStatus]] = {}
-    for r in compute_status(graph, instance, only_problems=False, marks=marks, assets=assets):
+    for r in compute_status(graph, instance, only_problems=False, marks=marks, assets=assets, resolver=resolver):
         out.setdefault(r.asset, []).append(r)
     return out
 
@@ -123,12 +123,53 @@ def report_own_verdicts(graph: AssetGraph, instance, run_id: str, keys: Sequence
         return []
     # what is downstream of them (the run's later steps, the tables) is left pending for the next
     # computation, which recomputes just the partitions that read what changed
-    rows = status_by_asset(graph, instance, assets=sorted(built, key=lambda k: k.to_user_string()))
+    asked = sorted(built, key=lambda k: k.to_user_string())
+    marks = event_marks(graph, instance)
+    rows = status_by_asset(graph, instance, marks, assets=asked,
+                           resolver=RunResolver.for_hook(graph, instance, run_id, asked, marks))
     events = [_evaluation(key, rec, verdict(rows.get(key.to_user_string(), [])))
               for key, rec in sorted(built.items(), key=lambda kv: kv[0].to_user_string())]
     for ev in events:
         instance.report_runless_asset_event(ev)
     return events
+
+
+class RunResolver:
+    """One stale-status resolver for the step hooks of one run (in this process, one after the other),
+    instead of one per hook: Dagster's resolver caches every record it reads, and each hook of a run
+    asks about the same ancestors again (the sources, the configs, the earlier steps' assets).
+
+    Reused only while nothing it may have read changed: every asset the earlier hooks' computation
+    covered (their assets and all their ancestors, any partition: a hook also recomputes other
+    partitions whose inputs changed) has the same event marks (`event_marks`: the newest
+    materialization and observation ids, read by the hook anyway) as at the previous hook. A step's
+    own new materializations are of assets no earlier hook covered (steps run in topological order).
+    Another run writing a covered asset meanwhile (another cell of the same asset, a source), another
+    run, graph or instance: a new resolver, as before."""
+    _kept: RunResolver | None = None  # the latest run's, in this process
+
+    def __init__(self, graph: AssetGraph, instance, run_id: str):
+        from wse_platform.status import _resolver
+        self.graph, self.instance, self.run_id = graph, instance, run_id
+        self.resolver = _resolver(graph, instance)
+        self.covered: set[str] = set()
+        self.marks: Mapping[str, list[int]] = {}
+
+    @classmethod
+    def for_hook(cls, graph: AssetGraph, instance, run_id: str, keys: Sequence[AssetKey], marks: Mapping):
+        """The resolver for the hook of run `run_id` about to compute the status of `keys` (and their
+        ancestors), `marks` = `event_marks` read just now."""
+        kept = cls._kept
+        if kept is None or not kept.still_valid(graph, instance, run_id, marks):
+            kept = cls._kept = cls(graph, instance, run_id)
+        for key in keys:
+            kept.covered |= {k.to_user_string() for k in (key, *graph.get_ancestor_asset_keys(key))}
+        kept.marks = marks
+        return kept.resolver
+
+    def still_valid(self, graph: AssetGraph, instance, run_id: str, marks: Mapping) -> bool:
+        return (self.run_id == run_id and self.graph is graph and self.instance is instance
+                and all(marks.get(a) == self.marks.get(a) for a in self.covered))
 
 
 def with_own_check(objs: list, graph: LazyGraph) -> list:

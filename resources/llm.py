@@ -95,6 +95,9 @@ class LLMResource(ConfigurableResource):
         client = LLMClient(settings, run_id=context.run_id, partition_key=partition_key,
                            scope=str(getattr(op_context, "op_handle", "") or "") or None,
                            use_cache=(settings.use_cache and not self.no_cache),
+                           # the step's own lines (`_progress` below) say the progress in the run log:
+                           # the client's per-batch lines (one per 10 requests) would be stored events too
+                           progress=False,
                            record_sink=lambda rows: write_call_records(warehouse, rows),
                            flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S,
                            flush_interval_max_s=FLUSH_INTERVAL_MAX_S)

@@ -272,7 +272,8 @@ def asset_graph(defs: Definitions | AssetGraph) -> AssetGraph:
 
 def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, only_problems: bool = True,
                    use_cache: bool = True, refresh: bool = False, marks: dict | None = None,
-                   assets: Iterable[AssetKey] | None = None) -> list[CellStatus]:
+                   assets: Iterable[AssetKey] | None = None,
+                   resolver: CachingStaleStatusResolver | None = None) -> list[CellStatus]:
     """Status of every materializable asset partition, in topological order.
 
     The stale resolver costs about one event-log query per dependency edge and partition, so the
@@ -284,7 +285,9 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
     (and saves the result); `use_cache=False` neither reads nor writes the saved result. `marks`:
     `event_marks(graph, instance)` if the caller has just read them. `assets`: only the rows of these
     assets are wanted (a run's `in_sync` check): dirty assets that are neither these nor their
-    ancestors are not recomputed (`_only_for`) and are left out of the result."""
+    ancestors are not recomputed (`_only_for`) and are left out of the result. `resolver`: Dagster's
+    stale-status resolver to ask (it caches what it read: the caller vouches that none of it changed
+    since, `assets/sync.py` `RunResolver`); None = a new one."""
     graph = asset_graph(defs)
     cache = Path(instance.root_directory) / STATUS_CACHE if use_cache and instance.root_directory else None
     signatures = _signatures(graph)
@@ -314,10 +317,11 @@ def compute_status(defs: Definitions | AssetGraph, instance: DagsterInstance, on
                                                           old_marks, marks), pending)
     dirty, left, saved_rows, saved_marks = _only_for(graph, assets, dirty, reuse, marks)
     try:
-        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left, same=neutral)
+        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left, same=neutral,
+                               resolver=resolver)
     except _NotNeutral:  # a rebuilt asset's status changed: what reads it is recomputed after all
         only = redo()
-        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left)
+        rows = _compute_status(graph, instance, dirty=dirty, reuse=reuse, only=only, left=left, resolver=resolver)
     saved_marks, pending = _left_pending(left, only, old_marks, saved_marks)
     if cache is not None and dirty != set():
         with contextlib.suppress(OSError):
@@ -515,14 +519,15 @@ def _is_config_source(node) -> bool:
 def _compute_status(graph: AssetGraph, instance: DagsterInstance, dirty: set[AssetKey] | None = None,
                     reuse: dict[str, list[CellStatus]] | None = None,
                     only: dict[AssetKey, set[str | None]] | None = None,
-                    left: set[AssetKey] = frozenset(), same: set[AssetKey] = frozenset()) -> list[CellStatus]:
+                    left: set[AssetKey] = frozenset(), same: set[AssetKey] = frozenset(),
+                    resolver: CachingStaleStatusResolver | None = None) -> list[CellStatus]:
     """Every asset's rows; those of an asset outside `dirty` (None = all dirty) come from `reuse`;
     of an asset in `only`, only those partitions are recomputed (the others come from `reuse`);
     assets in `left` are skipped (no rows: see `_only_for`); the recomputed rows of an asset in
     `same` must equal its saved ones, else `_NotNeutral` (see `_dirty_partitions`)."""
     from wse_platform.status_edits import EditLog, with_edits
 
-    resolver, edits = _resolver(graph, instance), EditLog(graph, instance)
+    resolver, edits = resolver or _resolver(graph, instance), EditLog(graph, instance)
     seen: dict[tuple[AssetKey, str | None], str] = {}
     out: list[CellStatus] = []
     for key in graph.toposorted_asset_keys:

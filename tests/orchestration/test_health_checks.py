@@ -74,3 +74,26 @@ def test_every_benchmark_has_the_health_checks(config_file):
     finals = {k.to_user_string() for k in graph.materializable_asset_keys
               if graph.get(k).partitions_def is None and k.to_user_string() in C.ddl_tables()}
     assert finals <= {a for a, n in checks if n == "not_empty"}
+
+
+def test_one_check_step_reads_a_runs_llm_calls_once_per_partition(wh, monkeypatch):
+    """A cell's tables were written by one run: their `llm_failures_below_threshold` checks, evaluated in
+    one step (`counts_shared`), read that run's calls once (was: once per table, 4 per WSE cell run)."""
+    pk = "B1|smollm2"
+    wh.insert_new("llm_calls", _calls("r1", pk, [("a", 1, True, None), ("b", 1, False, "invalid_json")]), "call_id")
+    asked: list[str] = []
+    query = wh.query
+    monkeypatch.setattr(wh, "query", lambda sql, params=None: (asked.append(sql), query(sql, params))[1])
+    alone = [C.evaluate_llm_failures(wh, "r1", pk) for _ in range(2)]
+    per_call = len(asked)
+    asked.clear()
+    with C.counts_shared():
+        shared = [C.evaluate_llm_failures(wh, "r1", pk) for _ in range(4)]
+        assert len(asked) == per_call // 2                     # the first table's queries only
+        other = C.evaluate_llm_failures(wh, "r1", "other|cell")  # another partition: its own query
+        assert len(asked) == per_call and other.metadata["llm_requests"].value == 0
+    assert [r.metadata for r in shared] == [alone[0].metadata] * 4  # the same verdicts
+    assert shared[0].metadata["failed_requests"].value == 1
+    asked.clear()
+    C.evaluate_llm_failures(wh, "r1", pk)                      # outside a step: read again
+    assert len(asked) == per_call // 2
