@@ -563,13 +563,15 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
     origin = _remote_origin(job.name)
     tags = {**tags, **step.tags, **process_tags()}
     from assets.sync_rebuilding import saying_rebuilding  # `in_sync` stays visible from the run's creation
+    from wse_platform.dagster_private import execute_selection
 
     original = instance.create_run_for_job
     create = functools.partial(original, remote_job_origin=origin) if origin is not None else original
     instance.create_run_for_job = saying_rebuilding(create, defs.resolve_asset_graph, instance)  # type: ignore[method-assign]
     try:
-        return job.execute_in_process(run_config=QUIET_RUN_CONFIG, instance=instance, partition_key=step.partition_key,
-                                      raise_on_error=False, tags=tags, asset_selection=list(step.keys))
+        # `job.execute_in_process(asset_selection=...)` with the selection's job kept for the process (dagster_private)
+        return execute_selection(job, list(step.keys), run_config=QUIET_RUN_CONFIG, instance=instance,
+                                 partition_key=step.partition_key, raise_on_error=False, tags=tags)
     finally:
         del instance.create_run_for_job  # back to the class's method
 
