@@ -124,6 +124,23 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
     def from_config_value(cls, inst_data, config_value):
         return cls(inst_data=inst_data, **config_value)
 
+    def _initdb(self, engine, for_index_shard=False) -> None:
+        """Dagster's `_initdb` creates the tables and stamps the alembic revision when the database has no
+        revision stamped, else does nothing; to tell, it loads every migration script of its alembic folder
+        (`check_alembic_revision`: ~0.1 s of CPU) for each file a process opens first (the index, each other
+        run's file it reads: ~0.2-0.3 s per cell run in a worker, issue 24). Here the stamp is read first (one
+        query); a stamped file needs nothing, as Dagster finds; an unstamped (new) one, or any error, goes to
+        Dagster's `_initdb` as before (`tests/platform/test_instance_storage.py`)."""
+        from alembic.runtime.migration import MigrationContext
+
+        try:
+            with engine.connect() as conn:
+                if MigrationContext.configure(conn).get_current_revision():
+                    return
+        except Exception:  # noqa: BLE001 - locked, unreadable...: Dagster's own handling (retries, errors)
+            pass
+        super()._initdb(engine, for_index_shard=for_index_shard)
+
     def _file_id(self, shard: str):
         try:
             st = os.stat(self.path_for_shard(shard))
