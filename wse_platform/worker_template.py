@@ -128,10 +128,10 @@ def keep_instance(target: str, args) -> bool:
     try:
         from resources import settings_for
         from wse_platform.dagster_private import release_event_log_connections
-        from wse_platform.runner import get_instance
+        from wse_platform.runner import get_instance, user_managed
         settings = settings_for(args[0] if args else None)
-        if Path(settings.dagster_home).resolve() != home.resolve():
-            return False
+        if Path(settings.dagster_home).resolve() != home.resolve() or user_managed(home / "dagster.yaml"):
+            return False   # the user's own storages (Postgres: pooled sockets) are not shared by forks
         instance = get_instance(settings)
         release_event_log_connections()
         if any(f.startswith(str(home.resolve()) + os.sep) for f in _open_files()):   # not for forks: the workers open their own

@@ -41,6 +41,9 @@ def test_the_template_keeps_the_instance_open_for_its_workers_and_no_file(config
     cfg = home / "dagster.yaml"
     cfg.write_text(cfg.read_text() + "\n# edited\n")
     assert worker_template.kept_instance(str(home)) is None   # another configuration: the worker opens its own
+    cfg.write_text("# the user's own\ntelemetry:\n  enabled: false\n")
+    assert not worker_template.keep_instance(TARGET, [str(config_file), False])   # theirs (Postgres...): not kept
+    assert worker_template.kept_instance(str(home)) is None
 
 
 def test_a_forked_worker_takes_the_templates_instance(config_file, tmp_path, no_instance, monkeypatch):
