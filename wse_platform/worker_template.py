@@ -211,3 +211,4 @@ if os.environ.get(ENV):
         build(os.environ[ENV])
     except Exception as err:  # noqa: BLE001 - never kill the fork server: workers then build their own
         ERROR.append(f"{type(err).__name__}: {err}")
+        INSTANCE.clear()   # (nor open their own instance from a template that failed its checks)

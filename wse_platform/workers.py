@@ -168,6 +168,7 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
 
     target, args = loader
     defs = None
+    _WORKER["forked_from"] = None
     if token is not None:
         from wse_platform import worker_template
         defs = worker_template.DEFS.get(worker_template.key(token, target, args))
@@ -183,7 +184,7 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
     from wse_platform.instance_sqlite import install
     install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
     instance = None
-    if token is not None:   # the template's, opened once for every worker (worker_template.keep_instance)
+    if _WORKER.get("forked_from") is not None:   # the template's, opened once for every worker (keep_instance)
         from wse_platform import worker_template
         instance = worker_template.kept_instance(os.environ["DAGSTER_HOME"])
     _WORKER["instance"] = instance or DagsterInstance.get()
