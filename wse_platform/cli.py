@@ -77,7 +77,7 @@ def _materialize(args) -> int:
     if args.config:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
     from wse_platform.parallel_runs import prestart   # the workers' template loads while we import and plan
-    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args))
+    shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args), select=args.select)
     from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
     defs = _defs(args)   # first: meanwhile the workers' template creates a fresh instance (worker_template.make_instance)
     instance = get_instance(settings)

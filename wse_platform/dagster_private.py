@@ -35,6 +35,10 @@ from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NA
 from dagster._core.definitions.data_version import (DATA_VERSION_TAG, CachingStaleStatusResolver, StaleStatus,
                                                     extract_data_provenance_from_entry)
 from dagster._core.definitions.decorators.op_decorator import is_context_provided
+from dagster._core.definitions.job_base import InMemoryJob  # execute_selection: execute_in_process's own steps
+from dagster._core.definitions.partitions.context import partition_loading_context
+from dagster._core.execution.execute_in_process import (core_execute_in_process, merge_run_tags,
+                                                        type_check_and_normalize_args)
 from dagster._core.definitions.events import AssetKeyPartitionKey  # the resolver's cause sort keys (status_replay)
 from dagster._core.definitions.observe import observe
 from dagster._core.definitions.repository_definition.valid_definitions import SINGLETON_REPOSITORY_NAME
@@ -119,6 +123,23 @@ class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):
     @classmethod
     def from_config_value(cls, inst_data, config_value):
         return cls(inst_data=inst_data, **config_value)
+
+    def _initdb(self, engine, for_index_shard=False) -> None:
+        """Dagster's `_initdb` creates the tables and stamps the alembic revision when the database has no
+        revision stamped, else does nothing; to tell, it loads every migration script of its alembic folder
+        (`check_alembic_revision`: ~0.1 s of CPU) for each file a process opens first (the index, each other
+        run's file it reads: ~0.2-0.3 s per cell run in a worker, issue 24). Here the stamp is read first (one
+        query); a stamped file needs nothing, as Dagster finds; an unstamped (new) one, or any error, goes to
+        Dagster's `_initdb` as before (`tests/platform/test_instance_storage.py`)."""
+        from alembic.runtime.migration import MigrationContext
+
+        try:
+            with engine.connect() as conn:
+                if MigrationContext.configure(conn).get_current_revision():
+                    return
+        except Exception:  # noqa: BLE001 - locked, unreadable...: Dagster's own handling (retries, errors)
+            pass
+        super()._initdb(engine, for_index_shard=for_index_shard)
 
     def _file_id(self, shard: str):
         try:
@@ -438,6 +459,84 @@ def shown_in_ui(instance, key):
     return asyncio.run(resolve())
 
 
+
+# The job of an asset selection, once per process (issue 24: run creation). `JobDefinition.execute_in_process`
+# with `asset_selection` builds the selection's job (`as_ephemeral_job` -> `get_subset`), and the run's creation
+# (`create_run_for_job`) subsets that job again, then takes both jobs' snapshots (`JobSnap.from_job_def`) and
+# hashes them: ~0.2-0.3 s of CPU per cell run, the same every time for the same selection of the same job.
+# `execute_selection` is that method with both jobs kept per (job, selection); the job of the run's creation is
+# the kept job's `get_subset` of the same selection, kept too, so the run records the same job and execution plan
+# snapshots (same ids, same lineage), tags, asset selection and partition as before
+# (`tests/orchestration/test_selection_jobs.py` compares them with `execute_in_process`'s).
+SELECTION_JOBS_KEEP = 8   # selections kept per job (a command's runs use one per kind of step)
+_SELECTION_JOBS: "OrderedDict[int, tuple[object, OrderedDict]]" = OrderedDict()   # id(job) -> (job, {keys: job})
+
+
+def selection_job(job, keys):
+    """The ephemeral in-process job `job.execute_in_process(asset_selection=keys)` runs, kept for this process:
+    made on first use (the `execute_in_process` way) with its subset of the same selection memoized."""
+    selection = frozenset(keys)
+    entry = _SELECTION_JOBS.get(id(job))
+    if entry is None or entry[0] is not job:
+        entry = _SELECTION_JOBS[id(job)] = (job, OrderedDict())
+        while len(_SELECTION_JOBS) > 2:   # the definitions of an earlier command (tests)
+            _SELECTION_JOBS.popitem(last=False)
+    jobs = entry[1]
+    made = jobs.get(selection)
+    if made is None:
+        _, _, asset_selection, resource_defs, _, input_values = type_check_and_normalize_args(
+            asset_selection=list(keys))
+        made = job.as_ephemeral_job(resource_defs=resource_defs, input_values=input_values,
+                                    asset_selection=asset_selection)
+        made.get_subset = _memoized_subset(made.get_subset)   # what `create_run_for_job` asks of it
+        jobs[selection] = made
+        while len(jobs) > SELECTION_JOBS_KEEP:
+            jobs.popitem(last=False)
+    return made
+
+
+def _memoized_subset(get_subset):
+    kept: dict = {}
+
+    def subset(*, op_selection=None, asset_selection=None, asset_check_selection=None):
+        key = (tuple(op_selection) if op_selection else None,
+               frozenset(asset_selection) if asset_selection is not None else None,
+               frozenset(asset_check_selection) if asset_check_selection is not None else None)
+        if key not in kept:
+            kept[key] = get_subset(op_selection=op_selection, asset_selection=asset_selection,
+                                   asset_check_selection=asset_check_selection)
+        return kept[key]
+    return subset
+
+
+def warm_selection(job, keys) -> None:
+    """Make the kept job of `keys` and what a run's creation takes of it (both snapshots): in the worker
+    template, before the workers are forked from it (`worker_template.warm_selections`)."""
+    made = selection_job(job, keys)
+    made.get_job_snapshot()
+    made.get_subset(asset_selection=frozenset(keys)).get_job_snapshot()
+
+
+def execute_selection(job, keys, *, instance, partition_key=None, run_config=None, tags=None,
+                      raise_on_error=False):
+    """`job.execute_in_process(run_config=..., instance=..., partition_key=..., raise_on_error=..., tags=...,
+    asset_selection=keys)`, with the selection's job kept (`selection_job`). Same steps as Dagster's method."""
+    run_config = dict(run_config or {})
+    asset_selection = list(keys)
+    ephemeral_job = selection_job(job, asset_selection)
+    if partition_key and ephemeral_job.partitions_def:
+        with partition_loading_context(dynamic_partitions_store=instance) as ctx:
+            ephemeral_job.validate_partition_key(partition_key=partition_key,
+                                                 selected_asset_keys=set(asset_selection), context=ctx)
+    if not run_config and ephemeral_job.partitioned_config and partition_key:
+        run_config = ephemeral_job.partitioned_config.get_run_config_for_partition_key(partition_key)
+    return core_execute_in_process(
+        job=InMemoryJob(job_def=ephemeral_job), run_config=run_config, instance=instance,
+        output_capturing_enabled=True, raise_on_error=raise_on_error,
+        run_tags=merge_run_tags(job_def=job, partition_key=partition_key, tags=tags,
+                                asset_selection=asset_selection, instance=instance, run_config=run_config),
+        run_id=None, asset_selection=frozenset(asset_selection))
+
 __all__ = [
     "AssetCheckEvaluationTargetMaterializationData", "check_history", "shown_in_ui", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
@@ -447,5 +546,5 @@ __all__ = [
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
     "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids",
     "latest_materialization_heads", "MaterializationHead", "run_materialized",
-    "template_key",
+    "template_key", "execute_selection", "selection_job", "warm_selection",
 ]

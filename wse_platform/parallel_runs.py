@@ -378,7 +378,8 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
 _EARLY: list[Workers] = []
 
 
-def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int | None = None):
+def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int | None = None,
+             select: list[str] | None = None):
     """At the start of `wse materialize`: the template the worker processes are forked from (`workers`), else
     the first worker process, loading the definitions while this process builds its own, observes the
     sources and plans (instead of after). Returns the
@@ -390,7 +391,7 @@ def prestart(settings: Settings, parallel: int | None, loader: tuple, spare: int
         return None
     release()
     os.environ["DAGSTER_HOME"] = str(settings.dagster_home)   # as `runner.get_instance` sets it, for the template
-    forked = start_template(loader)   # first: the default `parallel` plans (reads the inputs), the template need not wait
+    forked = start_template(loader, select)   # first: the default `parallel` plans (reads the inputs), the template need not wait
     parallel = parallel or default_parallel(settings)
     spare = default_spare(parallel) if spare is None else spare
     try:

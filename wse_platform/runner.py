@@ -543,10 +543,22 @@ def _remote_origin(job_name: str):
     from wse_platform.dagster_private import (SINGLETON_REPOSITORY_NAME, RemoteJobOrigin, RemoteRepositoryOrigin,
                                               WorkspaceFileTarget)
 
+    try:   # read once per process while the file stays the same (it was read and parsed for every run)
+        st = WORKSPACE_FILE.stat()
+        stamp = (str(WORKSPACE_FILE), st.st_mtime_ns, st.st_size, job_name)
+    except OSError:
+        stamp = None
+    if stamp is not None and stamp in _ORIGINS:
+        return _ORIGINS[stamp]
     origins = WorkspaceFileTarget(paths=[str(WORKSPACE_FILE)]).create_origins()
-    if not origins:
-        return None
-    return RemoteJobOrigin(RemoteRepositoryOrigin(origins[0], SINGLETON_REPOSITORY_NAME), job_name)
+    origin = RemoteJobOrigin(RemoteRepositoryOrigin(origins[0], SINGLETON_REPOSITORY_NAME), job_name) if origins else None
+    if stamp is not None:
+        _ORIGINS.clear()
+        _ORIGINS[stamp] = origin
+    return origin
+
+
+_ORIGINS: dict = {}   # (workspace file, its mtime and size, job name) -> the origin `_remote_origin` made
 
 
 def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInstance, tags: dict[str, str]):
@@ -563,13 +575,15 @@ def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInsta
     origin = _remote_origin(job.name)
     tags = {**tags, **step.tags, **process_tags()}
     from assets.sync_rebuilding import saying_rebuilding  # `in_sync` stays visible from the run's creation
+    from wse_platform.dagster_private import execute_selection
 
     original = instance.create_run_for_job
     create = functools.partial(original, remote_job_origin=origin) if origin is not None else original
     instance.create_run_for_job = saying_rebuilding(create, defs.resolve_asset_graph, instance)  # type: ignore[method-assign]
     try:
-        return job.execute_in_process(run_config=QUIET_RUN_CONFIG, instance=instance, partition_key=step.partition_key,
-                                      raise_on_error=False, tags=tags, asset_selection=list(step.keys))
+        # `job.execute_in_process(asset_selection=...)` with the selection's job kept for the process (dagster_private)
+        return execute_selection(job, list(step.keys), run_config=QUIET_RUN_CONFIG, instance=instance,
+                                 partition_key=step.partition_key, raise_on_error=False, tags=tags)
     finally:
         del instance.create_run_for_job  # back to the class's method
 

@@ -34,9 +34,10 @@ def _context():
         return multiprocessing.get_context("spawn")
 
 
-def start_template(loader: tuple) -> bool:
+def start_template(loader: tuple, select: list[str] | None = None) -> bool:
     """Start the fork server with the definitions `loader` builds preloaded (see the module doc), without
-    waiting for it to build them. False when a fork server already runs (its preload is fixed)."""
+    waiting for it to build them. False when a fork server already runs (its preload is fixed). `select`: the
+    command's `--select` patterns, whose runs' jobs the template makes once (`worker_template.warm_selections`)."""
     from multiprocessing import forkserver
 
     ctx = _context()
@@ -47,7 +48,7 @@ def start_template(loader: tuple) -> bool:
         return False   # one fork server per process, its preload fixed when it started
     token = f"{os.getpid()}-{time.time_ns()}"
     target, args = loader
-    os.environ["WSE_WORKER_TEMPLATE"] = json.dumps([token, target, list(args)], default=str)
+    os.environ["WSE_WORKER_TEMPLATE"] = json.dumps([token, target, list(args), select], default=str)
     try:
         ctx.set_forkserver_preload(["wse_platform.worker_template"])
         forkserver.ensure_running()   # starts it now; it builds the definitions while this process plans
@@ -167,6 +168,7 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
 
     target, args = loader
     defs = None
+    _WORKER["forked_from"] = None
     if token is not None:
         from wse_platform import worker_template
         defs = worker_template.DEFS.get(worker_template.key(token, target, args))
@@ -181,7 +183,11 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
     _WORKER["defs"] = defs
     from wse_platform.instance_sqlite import install
     install(os.environ["DAGSTER_HOME"])  # cheaper SQLite commits (instance_sqlite.py)
-    _WORKER["instance"] = DagsterInstance.get()
+    instance = None
+    if _WORKER.get("forked_from") is not None:   # the template's, opened once for every worker (keep_instance)
+        from wse_platform import worker_template
+        instance = worker_template.kept_instance(os.environ["DAGSTER_HOME"])
+    _WORKER["instance"] = instance or DagsterInstance.get()
     from wse_platform.procs import exit_without_teardown, freeze_long_lived
     freeze_long_lived()  # definitions and instance loaded: left out of the collector's scans (procs.py)
     import atexit

@@ -123,3 +123,20 @@ def test_plan_runs_what_reads_an_external_table_after_the_assets_writing_it():
     defs = Definitions(assets=[gen, calls, usage])
     steps = plan(defs, [AssetKey("usage"), AssetKey("gen")], {AssetKey("usage"): None, AssetKey("gen"): None})
     assert [[k.to_user_string() for k in s.keys] for s in steps] == [["gen"], ["usage"]]
+
+
+def test_the_workspace_origin_is_read_once_while_the_file_stays_the_same(tmp_path, monkeypatch):
+    from wse_platform import dagster_private, runner
+
+    reads = []
+    real = dagster_private.WorkspaceFileTarget.create_origins
+    monkeypatch.setattr(dagster_private.WorkspaceFileTarget, "create_origins",
+                        lambda self: reads.append(1) or real(self))
+    workspace = tmp_path / "workspace.yaml"
+    workspace.write_text(runner.WORKSPACE_FILE.read_text())
+    monkeypatch.setattr(runner, "WORKSPACE_FILE", workspace)
+    first = _remote_origin("__ASSET_JOB")
+    assert _remote_origin("__ASSET_JOB") == first and len(reads) == 1   # before: read for every run
+    workspace.write_text(workspace.read_text() + "\n# edited\n")
+    assert _remote_origin("__ASSET_JOB") == first and len(reads) == 2   # changed: read again
+    assert _remote_origin("other_job").job_name == "other_job"

@@ -153,7 +153,7 @@ def test_a_command_plans_once_and_starts_the_template_before_planning(tmp_path, 
     order = []
     real_build = plan.build
     monkeypatch.setattr(plan, "build", lambda settings, *a: order.append("plan") or real_build(settings, *a))
-    monkeypatch.setattr(parallel_runs, "start_template", lambda loader: order.append("template") or False)
+    monkeypatch.setattr(parallel_runs, "start_template", lambda loader, select=None: order.append("template") or False)
 
     class NoWorkers:
         def __init__(self, *a):

@@ -151,3 +151,29 @@ def test_connections_kept_from_before_install_are_made_again_with_its_settings(t
     finally:
         instance_sqlite.release()
         instance.dispose()
+
+
+def test_a_stamped_file_is_opened_without_loading_the_migration_scripts(tmp_path, monkeypatch):
+    """`_initdb` on a file another process made (the index, another run's file): its stamp is read, the alembic
+    scripts are not loaded (Dagster's check loads all of them per file); a new file still gets Dagster's tables
+    and stamp."""
+    from alembic.script import ScriptDirectory
+
+    instance = _instance(tmp_path, monkeypatch)
+    result = materialize([thing, thing_is_one], instance=instance)
+    assert result.success
+    other = DagsterInstance.from_config(str(tmp_path / "dh"))   # another process: opens the files anew
+    loads = []   # (from here: its run and schedule storages are Dagster's own, checked when it was made)
+    real = ScriptDirectory.from_config.__func__
+    monkeypatch.setattr(ScriptDirectory, "from_config", classmethod(lambda cls, cfg: loads.append(1) or real(cls, cfg)))
+    assert other.get_latest_materialization_event(thing.key) is not None   # the index
+    assert len(other.get_records_for_run(result.run_id).records) > 0       # the run's file
+    assert loads == []   # before: one load per file (2 here)
+    storage = other.event_log_storage
+    from sqlalchemy import create_engine, inspect
+    new = create_engine(f"sqlite:///{tmp_path / 'new.db'}")
+    storage._initdb(new)   # an empty file: Dagster's tables and stamp, as before
+    assert "event_logs" in inspect(new).get_table_names() and loads
+    new.dispose()
+    other.dispose()
+    instance.dispose()
