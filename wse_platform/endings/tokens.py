@@ -12,7 +12,7 @@ If `wse_platform.llm` offers `count_tokens(settings, model_name, text)`, prefer 
 """
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import importlib.util
 import logging
@@ -230,8 +230,9 @@ def _cl100k():
             data = read_file(path)
         except OSError:
             continue
-        if check_hash(data, _CL100K_SHA256):
-            ranks = {base64.b64decode(tok): int(rank) for tok, rank in (ln.split() for ln in data.splitlines() if ln)}
+        if check_hash(data, _CL100K_SHA256):   # as tiktoken's load_tiktoken_bpe (b64decode is a2b_base64)
+            a2b = binascii.a2b_base64
+            ranks = {a2b(tok): int(rank) for tok, rank in (ln.split() for ln in data.splitlines() if ln)}
             return tiktoken.Encoding(name="cl100k_base", pat_str=_CL100K_PAT, mergeable_ranks=ranks,
                                      special_tokens=_CL100K_SPECIAL)
     return None
