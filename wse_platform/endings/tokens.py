@@ -5,12 +5,19 @@ must come from that model's tokenizer, not from words: llama.cpp's tokenizer (vo
 load, no weights in memory) for embedded GGUF models, the Hugging Face tokenizer (as vLLM loads
 it) for vLLM models; for litellm models `extra.tokenizer`, or litellm's count for OpenAI models,
 or a locally cached Hugging Face tokenizer; else litellm's tiktoken fallback, with a warning and
-the fallback recorded in every position row (column `tokenizer`).
+the fallback recorded in every position row (column `tokenizer`). That fallback is counted here
+without importing litellm (3.5-3.9 CPU s) whenever litellm would count with cl100k_base
+(`_fallback_counter`), giving exactly litellm's counts.
 If `wse_platform.llm` offers `count_tokens(settings, model_name, text)`, prefer it.
 """
 from __future__ import annotations
 
+import binascii
+import hashlib
+import importlib.util
 import logging
+import os
+import re
 import threading
 from collections.abc import Callable
 from functools import lru_cache
@@ -151,6 +158,103 @@ def _litellm_resolution(model_id: str, tokenizer: str | None, revision: str | No
     return "litellm", note
 
 
+# litellm's `token_counter(model=m, text=t)` (litellm 1.110: `_get_count_function` -> `select_tokenizer`) counts a
+# model with no Hugging Face tokenizer of its own (`huggingface_tokenizer_kind(m) is None`) on its `openai_tokenizer`
+# path: tiktoken's `openai_tokenizer_encoding_name(m)`, which is cl100k_base for every model that is not an OpenAI or
+# Azure one (`_fix_model_name` maps unknown names to gpt-3.5-turbo), over chunks of TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS
+# characters (1,024) summed, special tokens counted as text; texts over TOKEN_COUNTER_MAX_EXACT_CHARS (4,000,000) are
+# extrapolated from samples. Importing litellm for that costs 3.5-3.9 CPU s at the start of every positions run;
+# `_fallback_counter` gives the same counts with tiktoken alone, and leaves every case it cannot prove to litellm.
+# tests/endings/test_tokenizer_backends.py compares both on texts and the model names of litellm's map (drift fails).
+_CHUNK_CHARS = 1024                  # litellm constants.TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS (default)
+_MAX_EXACT_CHARS = 4_000_000         # litellm constants.TOKEN_COUNTER_MAX_EXACT_CHARS (default)
+_LITELLM_COUNT_ENV = ("TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS", "TOKEN_COUNTER_MAX_EXACT_CHARS")
+# names litellm counts with a Hugging Face tokenizer (cohere command-r, anthropic, deepseek, llama 2/3, replicate)
+_HF_KIND_MARKS = ("command-r", "claude", "deepseek", "llama-2", "llama-3", "replicate")
+# providers of the map entries behind litellm's OpenAI/Azure, Anthropic and Cohere model sets
+_LISTED_PROVIDERS = frozenset({"openai", "text-completion-openai", "azure", "azure_text", "anthropic",
+                               "cohere", "cohere_chat"})
+_VERSIONED_OPENAI = re.compile(r"(?:gpt-(?:[5-9]|[1-9]\d+)|o[1-9]\d*)(?:[.-]|$)")  # litellm's gpt-5+/o-series names
+# tiktoken_ext.openai_public.cl100k_base, read from litellm's bundled copy (litellm sets TIKTOKEN_CACHE_DIR to it)
+_CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+_CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+_CL100K_PAT = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|"""
+               r"""\s*[\r\n]|\s+(?!\S)|\s""")
+_CL100K_SPECIAL = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                   "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
+
+
+def _litellm_counts_with_cl100k(model_id: str) -> bool:
+    """True when litellm's `token_counter(model=model_id, text=...)` counts with cl100k_base in 1,024-character
+    chunks, decided without importing litellm (its model map is read as data); False when unsure."""
+    if any(os.environ.get(name) for name in _LITELLM_COUNT_ENV):
+        return False
+    low = model_id.lower()
+    if "gpt" in low or "azure" in low or any(mark in low for mark in _HF_KIND_MARKS):
+        return False
+    segments = model_id.split("/")
+    if _VERSIONED_OPENAI.match(segments[-1]):
+        return False
+    import tiktoken
+
+    from wse_platform.llm.backends.pricing import model_map
+
+    table = model_map()
+    if not table:   # litellm's map not found: litellm decides
+        return False
+    for suffix in ("/".join(segments[i:]) for i in range(len(segments))):
+        try:
+            tiktoken.encoding_name_for_model(suffix)
+            return False   # a name tiktoken knows (davinci, text-embedding-..., ...)
+        except KeyError:
+            pass
+        if any(table.get(key, {}).get("litellm_provider") in _LISTED_PROVIDERS for key in (suffix, f"azure/{suffix}")):
+            return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _cl100k():
+    """tiktoken's cl100k_base from litellm's bundled copy (or CUSTOM_TIKTOKEN_CACHE_DIR, as litellm reads it),
+    None when neither holds it intact."""
+    import tiktoken
+    from tiktoken.load import check_hash, read_file
+
+    spec = importlib.util.find_spec("litellm")   # locates the package without importing it
+    bundled = [os.path.join(loc, "litellm_core_utils", "tokenizers")
+               for loc in ((spec.submodule_search_locations or []) if spec else [])]
+    name = hashlib.sha1(_CL100K_URL.encode()).hexdigest()   # tiktoken's cache file name of the encoding
+    for d in (d for d in (os.environ.get("CUSTOM_TIKTOKEN_CACHE_DIR"), *bundled) if d):
+        path = os.path.join(d, name)
+        try:
+            data = read_file(path)
+        except OSError:
+            continue
+        if check_hash(data, _CL100K_SHA256):   # as tiktoken's load_tiktoken_bpe (b64decode is a2b_base64)
+            a2b = binascii.a2b_base64
+            ranks = {a2b(tok): int(rank) for tok, rank in (ln.split() for ln in data.splitlines() if ln)}
+            return tiktoken.Encoding(name="cl100k_base", pat_str=_CL100K_PAT, mergeable_ranks=ranks,
+                                     special_tokens=_CL100K_SPECIAL)
+    return None
+
+
+def _fallback_counter(model_id: str) -> TokenCounter | None:
+    """litellm's fallback count of `model_id` without importing litellm, or None when litellm must count."""
+    if not _litellm_counts_with_cl100k(model_id):
+        return None
+    enc = _cl100k()
+    if enc is None:
+        return None
+
+    def count(text: str) -> int:
+        if len(text) > _MAX_EXACT_CHARS:   # litellm extrapolates from samples: let it
+            import litellm
+            return int(litellm.token_counter(model=model_id, text=text))
+        return sum(len(enc.encode_ordinary(text[i:i + _CHUNK_CHARS])) for i in range(0, len(text), _CHUNK_CHARS))
+
+    return count
+
+
 def _litellm_counter(model: ModelConfig) -> TokenCounter:
     how, _ = _litellm_resolution(model.model_id, model.extra.get("tokenizer"), model.revision)
     if how.startswith("hf:"):
@@ -162,6 +266,9 @@ def _litellm_counter(model: ModelConfig) -> TokenCounter:
                               "a folder holding one, or a Hugging Face id reachable from this machine") from err
     if how.startswith("hf-local:"):
         return _hf_counter(how[len("hf-local:"):], model.revision, local_only=True)
+    fallback = _fallback_counter(model.model_id)
+    if fallback is not None:
+        return fallback
     import litellm
 
     return lambda text: int(litellm.token_counter(model=model.model_id, text=text))
