@@ -86,3 +86,24 @@ def test_the_real_schema_is_stamped_once(tmp_path):
     wh.ensure_schema()
     assert (path.stat().st_mtime_ns, path.stat().st_size) == before  # nothing written, no checkpoint
     assert "wse_trajectories" in wh.tables()
+
+
+def test_parallel_processes_run_the_ddl_once_and_all_write(tmp_path):
+    """Processes starting at once on a new file: one runs the DDL, the others find its stamp under the
+    write lock (or before it); every one's partition write lands."""
+    import subprocess
+    import sys
+
+    path, sql = _setup(tmp_path)
+    code = ("import sys, polars as pl; from pathlib import Path; from wse_platform.warehouse import Warehouse; "
+            "wh = Warehouse(sys.argv[1], sql_dir=Path(sys.argv[2])); wh.ensure_schema(); "
+            "wh.replace_partition('t', pl.DataFrame({'x': [int(sys.argv[3])]}, schema={'x': pl.Int32}), "
+            "{'x': int(sys.argv[3])})")
+    from wse_platform.config import REPO_ROOT
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), str(sql), str(i)],
+                              stderr=subprocess.PIPE, text=True, env=env) for i in range(4)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    assert _runs(path) == 1
+    assert sorted(Warehouse(path, sql_dir=sql).table("t")["x"].to_list()) == [0, 1, 2, 3]
