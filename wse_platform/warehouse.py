@@ -180,7 +180,9 @@ def _close(con: duckdb.DuckDBPyConnection) -> None:
 
 # The digest of the DDL last run on a warehouse file, kept in it (outside `main`: not one of the tables).
 _STAMP_TABLE = "wse_meta.schema_stamp"
-_STAMP_DDL = f"CREATE SCHEMA IF NOT EXISTS wse_meta; CREATE TABLE IF NOT EXISTS {_STAMP_TABLE} (ddl_digest VARCHAR)"
+_STAMP_DDL = (f"CREATE SCHEMA IF NOT EXISTS wse_meta; "
+              f"CREATE OR REPLACE TABLE {_STAMP_TABLE} (ddl_digest VARCHAR, objects VARCHAR)")
+_MAIN_OBJECTS = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_catalog = current_database()"
 
 
 def _ddl_digest(ddl: list[tuple[Path, str]]) -> str:
@@ -191,12 +193,23 @@ def _ddl_digest(ddl: list[tuple[Path, str]]) -> str:
 
 
 def _stamp(con: duckdb.DuckDBPyConnection) -> str | None:
-    """The DDL digest stamped in the open warehouse, None if there is none."""
+    """The DDL digest stamped in the open warehouse, None if there is none or if a table or view that
+    was there when it was stamped is gone (dropped by hand in a SQL shell: the DDL then makes it again)."""
     try:
-        rows = con.execute(f"SELECT ddl_digest FROM {_STAMP_TABLE}").fetchall()
-    except duckdb.CatalogException:
+        rows = con.execute(f"SELECT ddl_digest, objects FROM {_STAMP_TABLE}").fetchall()
+    except duckdb.Error:   # no stamp (CatalogException), or an earlier shape of it (BinderException)
         return None
-    return rows[0][0] if len(rows) == 1 else None
+    if len(rows) != 1:
+        return None
+    digest, objects = rows[0]
+    have = {r[0] for r in con.execute(_MAIN_OBJECTS).fetchall()}
+    return digest if set(json.loads(objects or "[]")) <= have else None
+
+
+def _write_stamp(con: duckdb.DuckDBPyConnection, digest: str) -> None:
+    objects = sorted(r[0] for r in con.execute(_MAIN_OBJECTS).fetchall())
+    con.execute(_STAMP_DDL)
+    con.execute(f"INSERT INTO {_STAMP_TABLE} VALUES (?, ?)", [digest, json.dumps(objects)])
 
 
 class Warehouse:
@@ -412,7 +425,8 @@ class Warehouse:
         stamp (`wse_meta.schema_stamp`: a digest of the DDL files' names and texts) is written after the
         last statement succeeded, in the same connection; a file created or migrated by another process
         with other DDL (older or newer code) has another digest, so this DDL runs on it (it only adds what
-        is missing) and stamps it with its own digest."""
+        is missing) and stamps it with its own digest. The stamp also lists the tables and views the DDL
+        left: one of them dropped since (by hand) voids it, so the DDL makes it again as before."""
         if self._schema_ready and self._file_id() == self._schema_file:
             return
         ddl = [(f, f.read_text(encoding="utf-8")) for f in self.ddl_files()]
@@ -431,9 +445,7 @@ class Warehouse:
                     except duckdb.Error as err:
                         raise WarehouseError(self._disk_problem(err) or f"DDL file {f.name} failed: {err}") from err
                 try:
-                    con.execute(_STAMP_DDL)
-                    con.execute(f"DELETE FROM {_STAMP_TABLE}")
-                    con.execute(f"INSERT INTO {_STAMP_TABLE} VALUES (?)", [digest])
+                    _write_stamp(con, digest)
                 except duckdb.Error as err:
                     raise WarehouseError(self._disk_problem(err) or f"stamping the schema failed: {err}") from err
         self._schema_ready, self._schema_file = True, self._file_id()

@@ -107,3 +107,18 @@ def test_parallel_processes_run_the_ddl_once_and_all_write(tmp_path):
         assert p.wait(timeout=120) == 0, p.stderr.read()
     assert _runs(path) == 1
     assert sorted(Warehouse(path, sql_dir=sql).table("t")["x"].to_list()) == [0, 1, 2, 3]
+
+
+def test_a_table_dropped_by_hand_is_made_again(tmp_path):
+    """The stamp lists the tables the DDL left: a table dropped since (in a SQL shell) voids it, so the
+    next process runs the DDL and the table is there again, as without a stamp."""
+    path, sql = _setup(tmp_path)
+    Warehouse(path, sql_dir=sql).ensure_schema()
+    con = duckdb.connect(str(path))
+    con.execute("DROP TABLE t")
+    con.close()
+    wh = Warehouse(path, sql_dir=sql)
+    wh.ensure_schema()
+    assert "t" in wh.tables() and _runs(path) == 2
+    Warehouse(path, sql_dir=sql).ensure_schema()   # stamped again, with t
+    assert _runs(path) == 2
