@@ -60,3 +60,24 @@ def test_a_table_over_every_cell_asks_once_per_dependency_not_per_cell(monkeypat
         tab = next(r for r in rows if r.asset == "table")
         assert tab.status == "stale"
         assert sorted(c.split(":")[0] for c in tab.causes) == ["gen[c03]", "gen[c11]"]
+
+
+def test_more_records_than_a_batch_fall_back_to_dagsters_query(monkeypatch):
+    """With more materializations since the table than one batch reads, a partition not among them is
+    asked Dagster's way: the same verdicts."""
+    from wse_platform.dagster_private import BatchedStaleStatusResolver
+    defs = Definitions(assets=[gen, judged, table])
+    with instance_for_test() as instance:
+        for pk in CELLS.get_partition_keys():
+            materialize([gen, judged], instance=instance, partition_key=pk)
+        materialize([table], instance=instance, selection=[table])
+        for pk in ("c03", "c11", "c12"):
+            materialize([gen, judged], instance=instance, partition_key=pk)
+        monkeypatch.setattr(BatchedStaleStatusResolver, "BATCH", 2)
+        asked = _per_partition_asks(monkeypatch)
+        rows = status.compute_status(defs, instance, only_problems=False, use_cache=False)
+        assert asked  # beyond the batch: Dagster's per-partition query
+        monkeypatch.setattr(status, "BatchedStaleStatusResolver", CachingStaleStatusResolver)
+        assert rows == status.compute_status(defs, instance, only_problems=False, use_cache=False)
+        tab = next(r for r in rows if r.asset == "table")
+        assert sorted(c.split(":")[0] for c in tab.causes) == ["gen[c03]", "gen[c11]", "gen[c12]"]
