@@ -537,8 +537,56 @@ def execute_selection(job, keys, *, instance, partition_key=None, run_config=Non
                                 asset_selection=asset_selection, instance=instance, run_config=run_config),
         run_id=None, asset_selection=frozenset(asset_selection))
 
+
+
+class BatchedStaleStatusResolver(CachingStaleStatusResolver):
+    """Dagster's stale-status resolver, with one query per (partitioned dependency, cursor) instead of
+    one per dependency partition: `_is_dep_updated` asks, for every partition a materialization read
+    (a final table reads every cell of several assets), for the dependency partition's newest record
+    after the storage id the materialization's provenance names. Here the records of all partitions
+    of that dependency after that storage id are read once (newest first, paged) and each partition's
+    newest one is taken from them: the same record, so the same answer. A partition with a newer record
+    then asks for the record before, as Dagster does. External (source) dependencies, which Dagster
+    reads from observations, and a missing cursor: Dagster's own per-partition query. At most `BATCH`
+    records are read per dependency and cursor (a table not rebuilt while its cells were, many times):
+    a partition not among them asks Dagster's query."""
+
+    BATCH = 1000
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._after: dict[tuple, dict] = {}
+
+    def _is_dep_updated(self, provenance, dep_key) -> bool:
+        from dagster._core.definitions.data_version import extract_data_version_from_entry
+        from dagster._core.storage.event_log.base import AssetRecordsFilter
+
+        dep_asset = self.asset_graph.get(dep_key.asset_key)
+        cursor = provenance.input_storage_ids.get(dep_key.asset_key) if dep_key.partition_key is not None else None
+        if dep_key.partition_key is None or dep_asset.is_external or not cursor:
+            return super()._is_dep_updated(provenance, dep_key)
+        kept = self._after.get((dep_key.asset_key, cursor))
+        if kept is None:
+            res = self._instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=dep_key.asset_key, after_storage_id=cursor), limit=self.BATCH)
+            newest: dict = {}
+            for rec in res.records:  # newest first: a partition's first record is its newest
+                newest.setdefault(rec.partition_key, rec)
+            kept = self._after[(dep_key.asset_key, cursor)] = (newest, not res.has_more)
+        newest, complete = kept
+        updated_record = newest.get(dep_key.partition_key)
+        if updated_record is None:
+            # none after the cursor, or (more than BATCH records since) older than those read: Dagster's query
+            return False if complete else super()._is_dep_updated(provenance, dep_key)
+        previous_record = self._instance.get_latest_data_version_record(
+            dep_key.asset_key, dep_asset.is_external, dep_key.partition_key, before_cursor=cursor + 1)
+        previous_version = extract_data_version_from_entry(previous_record.event_log_entry) if previous_record else None
+        return self._data_versions_differ(previous_version, extract_data_version_from_entry(updated_record.event_log_entry))
+
+
 __all__ = [
     "AssetCheckEvaluationTargetMaterializationData", "check_history", "shown_in_ui", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
+    "BatchedStaleStatusResolver",
     "DATA_VERSION_TAG", "IMPLICIT_ASSET_JOB_NAME",
     "PARTITION_THRESHOLD", "RemoteJobOrigin", "RemoteRepositoryOrigin", "ReusedEngineSqliteEventLogStorage",
     "SINGLETON_REPOSITORY_NAME", "StaleStatus",

@@ -32,7 +32,7 @@ from pathlib import Path
 from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, Definitions
 
 from wse_platform.dagster_private import (DATA_VERSION_TAG, PARTITION_THRESHOLD, AssetGraph,
-                                          CachingStaleStatusResolver, StaleStatus, latest_materialization_ids,
+                                          BatchedStaleStatusResolver, CachingStaleStatusResolver, StaleStatus, latest_materialization_ids,
                                           latest_observation_ids)
 from wse_platform.status_rows import (FRESH, INCOMPLETE, MAX_LISTED, MISSING, STALE,  # noqa: F401 - re-exported
                                       CellStatus, combine, listed)
@@ -44,7 +44,7 @@ def _resolver(graph, instance: DagsterInstance) -> CachingStaleStatusResolver:
 
     view = AssetGraphView(temporal_context=TemporalContext(effective_dt=get_current_datetime(), last_event_id=None),
                           instance=instance, asset_graph=graph)
-    return CachingStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
+    return BatchedStaleStatusResolver(instance=instance, asset_graph=graph, loading_context=view)
 
 
 def _label(key: AssetKey, pk: str | None) -> str:
