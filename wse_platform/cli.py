@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import os
 import subprocess  # noqa: F401 - tests patch `cli.subprocess.Popen` (the `dagster dev` that `wse ui` starts)
 import sys
@@ -43,27 +42,6 @@ def _defs_loader(args) -> tuple:
     return "wse_platform.definitions:build_definitions", (args.config, getattr(args, "no_cache", False))
 
 
-def _select(defs, patterns: list[str] | None):
-    from wse_platform.runner import materializable
-    keys = list(materializable(defs))
-    if not patterns:
-        return keys
-    graph = defs.resolve_asset_graph()
-    chosen = []
-    for k in keys:
-        name = k.to_user_string()
-        group = graph.get(k).group_name
-        if any(fnmatch.fnmatch(name, p) or p == f"group:{group}" for p in patterns):
-            chosen.append(k)
-    if not chosen:
-        raise SystemExit(f"error: --select {patterns} matches no asset")
-    from wse_platform.runner import expand_multi_assets
-    chosen, notes = expand_multi_assets(defs, chosen)
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
-    return chosen
-
-
 def cmd_materialize(args) -> int:
     from wse_platform.parallel_runs import release
     try:
@@ -78,11 +56,11 @@ def _materialize(args) -> int:
         os.environ["WSE_CONFIG"] = str(Path(args.config).resolve())
     from wse_platform.parallel_runs import prestart   # the workers' template loads while we import and plan
     shared = prestart(settings, getattr(args, "parallel", None), _defs_loader(args), select=args.select)
-    from wse_platform.runner import execute, get_instance, observe_sources, plan, warehouse_problem
+    from wse_platform.runner import execute, get_instance, observe_sources, plan, select_keys, warehouse_problem
     defs = _defs(args)   # first: meanwhile the workers' template creates a fresh instance (worker_template.make_instance)
     instance = get_instance(settings)
     graph = defs.resolve_asset_graph()
-    keys = _select(defs, args.select)
+    keys = select_keys(defs, args.select)
     t0 = time.perf_counter()
     observe_sources(defs, instance)
     problem = warehouse_problem(settings)

@@ -8,6 +8,7 @@ $DAGSTER_HOME, so the UI, staleness and `wse status` see them.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 import signal
 import sys
@@ -593,3 +594,26 @@ def _first_error(result) -> str:
     """`step: cause` of a failed run's first failed step (kept for callers of the old name)."""
     from wse_platform.run_guard import first_failure
     return first_failure(result)
+
+
+def select_keys(defs, patterns: list[str] | None):
+    """The materializable assets `wse materialize --select <patterns>` names (globs on the asset name or
+    `group:<name>`; none: all), multi-assets completed (notes on stderr); exits when nothing matches.
+    Here, not in `cli`, so the worker template can plan with it without importing the CLI module (a
+    process started as `python -m wse_platform.cli` would warn in every worker)."""
+    keys = list(materializable(defs))
+    if not patterns:
+        return keys
+    graph = defs.resolve_asset_graph()
+    chosen = []
+    for k in keys:
+        name = k.to_user_string()
+        group = graph.get(k).group_name
+        if any(fnmatch.fnmatch(name, p) or p == f"group:{group}" for p in patterns):
+            chosen.append(k)
+    if not chosen:
+        raise SystemExit(f"error: --select {patterns} matches no asset")
+    chosen, notes = expand_multi_assets(defs, chosen)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return chosen

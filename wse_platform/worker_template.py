@@ -98,13 +98,12 @@ def warm_selections(defs, select: list[str] | None) -> int:
     import contextlib
     import io
 
-    from wse_platform.cli import _select
     from wse_platform.dagster_private import warm_selection
-    from wse_platform.runner import plan
+    from wse_platform.runner import plan, select_keys
 
     try:
         with contextlib.redirect_stderr(io.StringIO()):   # its notes are the command's to print
-            keys = _select(defs, select)
+            keys = select_keys(defs, select)
     except SystemExit:   # matches nothing: the command says so
         return 0
     job = defs.resolve_implicit_global_asset_job_def()

@@ -69,13 +69,13 @@ def traj():
 
 
 def test_glob_splitting_a_multi_asset_selects_the_whole_multi_asset(capsys, tmp_path, monkeypatch):
-    from wse_platform import cli
+    from wse_platform import runner
 
     defs = Definitions(assets=[traj, upstream])
     keys, notes = expand_multi_assets(defs, [AssetKey("traj_steps")])
     assert set(keys) == {AssetKey("traj_steps"), AssetKey("traj_summary"), AssetKey("traj_other")}
     assert "traj_summary" in notes[0] and "traj_other" in notes[0]
-    chosen = cli._select(defs, ["traj_s*"])  # the glob of the issue (`wse_traj*`) on this graph
+    chosen = runner.select_keys(defs, ["traj_s*"])  # the glob of the issue (`wse_traj*`) on this graph
     assert set(chosen) == set(keys)
     assert "computed together" in capsys.readouterr().err
 

@@ -63,3 +63,18 @@ def test_a_forked_worker_takes_the_templates_instance(config_file, tmp_path, no_
     workers.init_worker(loader, None, None, {})   # not forked from a template: its own, as before
     assert workers._WORKER["instance"] is not kept
     workers._WORKER["instance"].dispose()
+
+
+def test_the_template_plans_without_importing_the_cli_module():
+    """`warm_selections` runs in the fork server; had it imported `wse_platform.cli`, every worker of a
+    command started as `python -m wse_platform.cli` would print runpy's "found in sys.modules" warning
+    (the main module is run again in each worker)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import sys; sys.path.insert(0, '.'); from wse_platform import worker_template; "
+            "from tests.orchestration.test_selection_jobs import _defs; "
+            "print(worker_template.warm_selections(_defs(), None), 'wse_platform.cli' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.stdout.split() == ["1", "False"], out.stderr[-2000:]
