@@ -30,6 +30,20 @@ def write_config(tmp_path: Path, **overrides) -> Path:
     return path
 
 
+def route_llm_clients(monkeypatch, backends: dict) -> None:
+    """Every `LLMClient` made from here on (the LLM resource's sessions too) answers through `backends`
+    (model name -> backend, e.g. a `ScriptedBackend`) instead of the configured ones."""
+    import wse_platform.llm as llm_mod
+    base = llm_mod.LLMClient
+
+    class ScriptedClient(base):
+        def __init__(self, settings, *args, **kwargs):
+            kwargs["backends"] = dict(backends)
+            super().__init__(settings, *args, **kwargs)
+
+    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+
+
 def ncp_first_specs(n: int = 3) -> list[str]:
     """The ids of the released NCP dataset's first `n` specs in evaluation order (movie48, movie09, ...)."""
     from wse_platform.ncp.spec import NCP_DATASET_DIR

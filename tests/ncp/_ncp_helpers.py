@@ -171,7 +171,7 @@ def scripted_cell(tmp_path, monkeypatch, namespace: str, arch: str, t_max: int, 
     """Every model of the config answered by the NCP script (one PENDING status for every commitment
     listed); `override(call)` may answer first (None: fall through). `more_models`: further config
     models on the same backend (model_id `<name>.gguf`). Returns (run, cell, backend, cfg)."""
-    import wse_platform.llm as llm_mod
+    from tests.conftest import route_llm_clients
     from assets.partitions import cell_key
     from wse_platform.llm import ScriptedBackend
 
@@ -187,14 +187,7 @@ def scripted_cell(tmp_path, monkeypatch, namespace: str, arch: str, t_max: int, 
         return script(call)
 
     backend = ScriptedBackend(answer, namespace=namespace)
-    base = llm_mod.LLMClient
-
-    class ScriptedClient(base):
-        def __init__(self, settings, *args, **kwargs):
-            kwargs["backends"] = {"smollm2": backend, **{m: backend for m in more_models}}
-            super().__init__(settings, *args, **kwargs)
-
-    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    route_llm_clients(monkeypatch, {"smollm2": backend, **{m: backend for m in more_models}})
     cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
            "artifacts_dir": str(tmp_path / "artifacts"),
            "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"},

@@ -11,16 +11,9 @@ from wse_platform.llm import LLMRequest, ScriptedBackend
 
 
 def test_an_llm_step_logs_its_progress_once_not_per_batch(config_file, monkeypatch):
-    import wse_platform.llm as llm_mod
+    from tests.conftest import route_llm_clients
     backend = ScriptedBackend({"*": "an answer"})
-    base = llm_mod.LLMClient
-
-    class ScriptedClient(base):
-        def __init__(self, settings, *args, **kwargs):
-            kwargs["backends"] = {"smollm2": backend}
-            super().__init__(settings, *args, **kwargs)
-
-    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    route_llm_clients(monkeypatch, {"smollm2": backend})
     n = 40
 
     @asset

@@ -44,7 +44,7 @@ def _last_progress(instance, run_id: str) -> str:
 def test_progress_in_the_run_log_and_the_terminal_of_wse_materialize(tmp_path, monkeypatch, capsys):
     """A run without the plan's tag (as the UI launches it) plans its step itself; then `wse materialize`
     runs the cell again, every answer from the cache, and says so in its terminal line and the run log."""
-    import wse_platform.llm as llm_mod
+    from tests.conftest import route_llm_clients
     from dagster import AssetKey, RunsFilter
 
     from wse_platform import cli
@@ -54,14 +54,7 @@ def test_progress_in_the_run_log_and_the_terminal_of_wse_materialize(tmp_path, m
     from wse_platform.config import load_settings
 
     backend = ScriptedBackend(_ncp_answer(), namespace="progress-test")
-    base = llm_mod.LLMClient
-
-    class ScriptedClient(base):
-        def __init__(self, settings, *args, **kwargs):
-            kwargs["backends"] = {"smollm2": backend}
-            super().__init__(settings, *args, **kwargs)
-
-    monkeypatch.setattr(llm_mod, "LLMClient", ScriptedClient)
+    route_llm_clients(monkeypatch, {"smollm2": backend})
     cfg = {"profile": "demo", "warehouse_path": str(tmp_path / "wh.duckdb"), "cache_dir": str(tmp_path / "cache"),
            "artifacts_dir": str(tmp_path / "artifacts"),
            "models": {"smollm2": {"backend": "embedded", "model_id": "SmolLM2-135M-Instruct.Q4_1.gguf"}},
