@@ -124,6 +124,19 @@ def open_input_text(path: str | os.PathLike[str], *, what: str = "input file",
     return _cm()
 
 
+def files_stamp(paths) -> tuple:
+    """(path, size, mtime in ns, inode) of each of `paths` that exists, in order: equal while none of
+    them was written, replaced, created or removed (a key for what was read from them)."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        out.append((str(p), st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(out)
+
+
 class YAMLTooLarge(yaml.YAMLError):
     """Aliases expand the document beyond `MAX_YAML_NODES`, or an alias refers to itself."""
 

@@ -544,22 +544,20 @@ def _remote_origin(job_name: str):
     from wse_platform.dagster_private import (SINGLETON_REPOSITORY_NAME, RemoteJobOrigin, RemoteRepositoryOrigin,
                                               WorkspaceFileTarget)
 
-    try:   # read once per process while the file stays the same (it was read and parsed for every run)
-        st = WORKSPACE_FILE.stat()
-        stamp = (str(WORKSPACE_FILE), st.st_mtime_ns, st.st_size, job_name)
-    except OSError:
-        stamp = None
-    if stamp is not None and stamp in _ORIGINS:
+    from wse_platform.inputs import files_stamp
+
+    # read once per process while the file stays the same (it was read and parsed for every run)
+    stamp = (files_stamp([WORKSPACE_FILE]), job_name)
+    if stamp in _ORIGINS:
         return _ORIGINS[stamp]
     origins = WorkspaceFileTarget(paths=[str(WORKSPACE_FILE)]).create_origins()
     origin = RemoteJobOrigin(RemoteRepositoryOrigin(origins[0], SINGLETON_REPOSITORY_NAME), job_name) if origins else None
-    if stamp is not None:
-        _ORIGINS.clear()
-        _ORIGINS[stamp] = origin
+    _ORIGINS.clear()
+    _ORIGINS[stamp] = origin
     return origin
 
 
-_ORIGINS: dict = {}   # (workspace file, its mtime and size, job name) -> the origin `_remote_origin` made
+_ORIGINS: dict = {}   # (the workspace file's `files_stamp`, job name) -> the origin `_remote_origin` made
 
 
 def run_in_location(defs: Definitions, step: RunPlanStep, instance: DagsterInstance, tags: dict[str, str]):

@@ -23,12 +23,13 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from wse_platform.config import REPO_ROOT, Settings
+from wse_platform.inputs import files_stamp
 
 REPORT_FILE = "wse_status_report.json"  # in DAGSTER_HOME
 EVENT_INDEX = Path("history") / "runs" / "index.db"  # Dagster's SQLite event log: the asset-event index shard
@@ -46,15 +47,6 @@ def _walk(path: Path) -> Iterator[Path]:
             for f in sorted(files):
                 if not f.endswith((".pyc", ".pyo")):
                     yield Path(root) / f
-
-
-def _stamp(paths: Iterable[Path]) -> list[Any]:
-    out: list[Any] = []
-    for p in paths:
-        with contextlib.suppress(OSError):
-            st = p.stat()
-            out.append([str(p), st.st_size, st.st_mtime_ns, st.st_ino])
-    return out
 
 
 def _setting_paths(settings: Settings) -> list[Path]:
@@ -106,7 +98,7 @@ def quick_key(settings: Settings, flags: Any = None, with_settings: bool = True,
         dagster_version = None
     blob = json.dumps([_FORMAT, flags, dagster_version, settings.model_dump_json() if with_settings else None,
                        sorted((k, v) for k, v in os.environ.items() if k.startswith("WSE_") and k != "WSE_CONFIG"),
-                       _stamp(files)], default=str)
+                       files_stamp(files)], default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -15,6 +15,7 @@ from assets.versioning import code_version
 from resources import LLMResource, SettingsResource, WarehouseResource
 from wse_platform import versions
 from wse_platform.config import Settings
+from wse_platform.inputs import files_stamp
 from wse_platform.ncp.extraction import ROLES, compare_extracted, extract_specs, extraction_rows
 from wse_platform.ncp.spec import DOCUMENT, NCP_DATASET_DIR, NarrativeSpec, load_specs
 from wse_platform.ncp.plots import plot_count_histograms, plot_genre_distribution
@@ -78,25 +79,14 @@ def _problems_markdown(problems) -> str:
 _LOADED: dict = {}   # {the files' stamp: load_specs(include_warnings=True)}: this process's last load (`_load_all`)
 
 
-def _files_stamp(dataset_dir: Path) -> tuple:
-    """Path, mtime (ns), size and inode of the index and of every spec file of the dataset."""
-    out = []
-    for p in [dataset_dir / "index.yaml", *sorted((dataset_dir / "specs").glob("*.yaml"))]:
-        try:
-            st = p.stat()
-            out.append((str(p), st.st_mtime_ns, st.st_size, st.st_ino))
-        except OSError:
-            out.append((str(p), None))
-    return tuple(out)
-
-
 def _load_all() -> tuple:
     """`load_specs(NCP_DATASET_DIR, include_warnings=True)`, loaded once while the files stay as they were:
     `ncp_specs` and its check `ncp_specs_valid` run one after the other in the source run, which the
     cells' first requests wait for, and each loaded and validated the 100 files (~0.4 s of CPU each).
     Without `ncp.exclude_specs` the asset's specs and errors are the same load's (same positions)."""
     dataset_dir = Path(NCP_DATASET_DIR)
-    stamp = (str(dataset_dir.resolve()), _files_stamp(dataset_dir))
+    stamp = (str(dataset_dir.resolve()),
+             files_stamp([dataset_dir / "index.yaml", *sorted((dataset_dir / "specs").glob("*.yaml"))]))
     if stamp not in _LOADED:
         loaded = load_specs(dataset_dir, include_warnings=True)
         _LOADED.clear()

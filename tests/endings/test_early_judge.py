@@ -78,7 +78,7 @@ def test_the_judging_step_of_the_same_run_takes_the_early_answers_without_replay
     (`early.ANSWERS`) instead of replaying K x positions cache hits through the client: the same rows,
     no backend call and no `llm_calls` row of its own; a request that is not the early one (here: another
     judge temperature), another run, or a client without the cache goes through the client as before."""
-    from wse_platform.endings.early import EarlyAnswers
+    from wse_platform.kept_answers import EarlyAnswers
 
     settings = _settings(tmp_path / "early", k=2)
     positions = compute_positions(STORIES, "human:x", whitespace_token_count, 3, "f", "ws")

@@ -23,7 +23,7 @@ from typing import Any
 from wse_platform import early_judges
 from wse_platform.endings.forecast import SplitStory, model_default_seed, prediction_rows
 from wse_platform.endings.judge import judgeable, prediction_request
-from wse_platform.kept_answers import MAX_KEPT_SETS, EarlyAnswers, request_digest  # noqa: F401 (shared, NCP too)
+from wse_platform.kept_answers import EarlyAnswers
 
 ANSWERS = EarlyAnswers()
 

@@ -132,7 +132,7 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
     """`endings_verdicts` rows for every prediction of a set, under the configured judge.
 
     `early`: valid answers the judge gave to these very requests while the forecasts came in, in
-    this process (`endings.early.ANSWERS.take`), by `early.request_digest`; each request found
+    this process (`endings.early.ANSWERS.take`), by `kept_answers.request_digest`; each request found
     there is not asked again (with the cache on, the client would answer it from the cache)."""
     e = settings.endings
     if e.judge is None:
@@ -141,7 +141,7 @@ def run_judging(client: Any, stories: Sequence[SplitStory], positions: Sequence[
     if early and not getattr(client, "use_cache", False):
         early = None   # without the cache every judging run asks the judge itself, as before
     if early:
-        from wse_platform.endings.early import request_digest
+        from wse_platform.kept_answers import request_digest
     by_id = {s.story_id: s for s in stories}
     sentence_of = {(p["story_id"], p["position"]): p["sentence_index"] for p in positions}
     judge_seed = model_default_seed(settings, e.judge)

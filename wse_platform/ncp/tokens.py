@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 ESTIMATE = "estimate-4-chars"
 _LOCK = threading.Lock()
 _COUNTERS: dict[str, "TokenCounter"] = {}
+_WARMING: set[str] = set()   # models whose counter `warm` is loading in the background
 
 
 class TokenCounter:
@@ -87,5 +88,3 @@ def warm(model: str = "gpt-4o-mini") -> None:
         _WARMING.add(model)
     threading.Thread(target=counter, args=(model,), name=f"ncp-tokens-{model}", daemon=True).start()
 
-
-_WARMING: set[str] = set()
