@@ -28,6 +28,15 @@ the slot-seconds left unused inside the span and the longest gaps with nothing i
 CLI's output is kept with a time stamp per line in `<workdir>/<benchmark>/cli.log` (which run
 started / ended when), to read the gaps against.
 
+The server draws the service times from one seeded stream in arrival order (`--seed`, default 0), so
+runs of one seed share most of their draws. At σ 0.8 one draw in ~35,000 exceeds 10 s; a long draw
+near the end of a run lands on the last conversation and sets the tail by itself (seed 0 in the NCP
+design at 64 slots: a 10.6-s draw ~43 s into the span in half the runs, ~5 points of efficiency;
+`bench/tail_sim.py`). So single runs are draws: `longest_service_s` and
+`longest_service_ends_before_last_s` say whether one did, and the README's figures are medians over
+seeds 0, 1, 2. `--code CHECKOUT` runs another checkout's CLI against the same server and figures (an
+A/B of two commits with one bench).
+
 Service times scale with --median: on a small machine a longer median keeps the client's own CPU
 per call from being what is measured; the ratio is what the targets are about (>= 85 % at 64
 slots, >= 75 % at 256).
@@ -61,9 +70,10 @@ def model(url: str, name: str, slots: int) -> dict:
 
 
 def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: tuple[int, int, int],
-           length: tuple[int, int, int] = (3, 3, 100)) -> Path:
-    """`scale` = (WSE seeds, NCP specs, stories); `length` = (WSE horizon, NCP t_max, 100-Endings K)."""
-    raw = yaml.safe_load((REPO / "wse.yaml").read_text())
+           length: tuple[int, int, int] = (3, 3, 100), code: Path = REPO) -> Path:
+    """`scale` = (WSE seeds, NCP specs, stories); `length` = (WSE horizon, NCP t_max, 100-Endings K); `code`: the
+    checkout whose shipped `wse.yaml` the run's config starts from."""
+    raw = yaml.safe_load((code / "wse.yaml").read_text())
     raw.update({"profile": "paper", "warehouse_path": str(folder / "wh.duckdb"), "cache_dir": str(folder / "cache"),
                 "artifacts_dir": str(folder / "artifacts"),
                 "models": {n: model(url, n, slots) for n in ("fleet", "fleet-j1", "fleet-j2", "fleet-j3")},
@@ -110,6 +120,7 @@ def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
         last = t
     idle += max(0.0, t1 - last)
     first, end = min(s["a"] for s in seqs), max(s["e"] for s in seqs)
+    longest = max(seqs, key=lambda s: s["e"] - s["s"])
     # slots busy over time (server side: start..end of each sequence): where the span loses its share
     busy = sorted([(s["s"], 1) for s in seqs] + [(s["e"], -1) for s in seqs])
     under, depth, last, gaps, gap_from = 0.0, 0, first, [], None
@@ -127,6 +138,9 @@ def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
             "idle_share": round(idle / (t1 - t0), 3),
             "first_request_at_s": round(first - t0, 1), "after_last_answer_s": round(t1 - end, 1),
             "unused_slot_s_in_span": round(under, 1),
+            # the longest single service (a lognormal draw): one near the span's end sets the tail by itself
+            "longest_service_s": round(longest["e"] - longest["s"], 1),
+            "longest_service_ends_before_last_s": round(end - longest["e"], 1),
             "idle_gaps_in_span": sorted(gaps, key=lambda g: g[0] - g[1])[:8]}
 
 
@@ -189,6 +203,7 @@ class TreeCpu:
 
 
 def run_one(bench: str, args, root: Path) -> dict:
+    code = Path(args.code).resolve() if args.code else REPO   # the platform code under test (the bench's own by default)
     folder = root / bench
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -196,7 +211,7 @@ def run_one(bench: str, args, root: Path) -> dict:
     log.write_text("")
     server = subprocess.Popen([sys.executable, str(REPO / "bench" / "fleet_server.py"), "--port", str(port),
                                "--slots", str(args.slots), "--median", str(args.median), "--sigma", str(args.sigma),
-                               "--log", str(log)])
+                               "--log", str(log), "--seed", str(args.seed)])
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -208,8 +223,8 @@ def run_one(bench: str, args, root: Path) -> dict:
                     raise RuntimeError("the fleet server did not start")
                 time.sleep(0.2)
         cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
-                     (args.seeds, args.specs, args.stories), (args.horizon, args.t_max, args.k))
-        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(REPO),
+                     (args.seeds, args.specs, args.stories), (args.horizon, args.t_max, args.k), code)
+        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(code),
                "PYTHONUNBUFFERED": "1"}
         if args.spare is not None:
             env["WSE_SPARE_RUNS"] = str(args.spare)
@@ -227,7 +242,7 @@ def run_one(bench: str, args, root: Path) -> dict:
         cpu0 = _children_cpu()
         t0 = time.time()
         with open(folder / "cli.log", "w") as out:   # each line with its time since the command started
-            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, bufsize=1)
             tree = TreeCpu(proc.pid) if Path("/proc").is_dir() else None
             for line in proc.stdout:
@@ -242,7 +257,8 @@ def run_one(bench: str, args, root: Path) -> dict:
         server.terminate()
         server.wait(10)
     length = {"wse": {"horizon": args.horizon}, "ncp": {"t_max": args.t_max}, "endings": {"k": args.k}}.get(bench, {})
-    fig = {"benchmark": bench, "rc": rc, "slots": args.slots, "median_s": args.median, "sigma": args.sigma,
+    fig = {"benchmark": bench, "rc": rc, "code": str(code), "seed": args.seed, "slots": args.slots,
+           "median_s": args.median, "sigma": args.sigma,
            "parallel": args.parallel, "spare": args.spare, **length, "load_avg_1m": [load_at_start, os.getloadavg()[0]],
            "cli_cpu_s": round(cli_cpu, 1), "cli_tree_cpu_s": tree_cpu, "server_cpu_s": server_cpu, **busy_figures(log, args.slots, t0, t1)}
     try:
@@ -277,6 +293,12 @@ def main() -> int:
                     help="record the CLI's process tree with py-spy (on PATH) into RAW.<benchmark>.txt "
                          "(see bench/cpu_components.py)")
     ap.add_argument("--workdir", default=None, help="folder for the runs (default: a new temp folder)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the server's service-time draws (bench/fleet_server.py); single runs differ by the "
+                         "draws, so report several seeds (e.g. 0, 1, 2) and their median")
+    ap.add_argument("--code", default=None, metavar="CHECKOUT",
+                    help="run the CLI of another checkout of the platform (same server, same figures: an A/B of two "
+                         "commits with one bench); default: this one")
     args = ap.parse_args()
     import tempfile
     root = Path(args.workdir or tempfile.mkdtemp(prefix="wse-fleet-"))

@@ -173,10 +173,13 @@ def main() -> None:
     ap.add_argument("--median", type=float, default=0.4, help="median service time of one sequence (s)")
     ap.add_argument("--sigma", type=float, default=0.8)
     ap.add_argument("--log", default=None, help="append one JSON line per sequence (arrival, start, end)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed of the service-time draws (drawn in arrival order; one extreme draw near the end of a "
+                         "run moves its efficiency by points: compare runs on several seeds)")
     args = ap.parse_args()
 
     async def make_app() -> web.Application:
-        fleet = Fleet(args.slots, args.median, args.sigma, args.log)
+        fleet = Fleet(args.slots, args.median, args.sigma, args.log, args.seed)
         app = web.Application(client_max_size=64 * 2**20)
         app.router.add_post("/v1/chat/completions", fleet.chat)
         app.router.add_post("/chat/completions", fleet.chat)
