@@ -156,10 +156,18 @@ def first_request(code: Path, bench: str, args, keep: bool = False) -> dict:
             roles["template_done_at_s"] = None if ready is None else round(ready, 2)
         return {"code": str(code), "bench": bench, "first_request_s": None if first is None else round(first, 2),
                 "cpu_s": None if cpu is None else round(cpu, 2), "cpu_by_role": roles, "load_1m": round(load, 2),
-                "lines": [f"{t:6.2f} {s[:100]}" for t, s in lines[:args.lines]]}
+                "cli_cpu_at_first_line": _cli_cpu_at(samples, lines[0][0]) if lines else None,
+                "lines": [f"{t:6.2f} (CLI {_cli_cpu_at(samples, t):5.2f} CPU s) {s[:90]}" for t, s in lines[:args.lines]]}
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cli_cpu_at(samples: list, t: float) -> float:
+    """The CLI process's own CPU seconds at time `t` (the last sample before it): the work it did before a line,
+    less dependent on the machine's load than the wall time."""
+    before = [per for ts, _, per in samples if ts <= t] or [samples[0][2]]
+    return round(sum(c for role, c in before[-1].values() if role == "cli"), 2)
 
 
 def main() -> int:
@@ -195,13 +203,16 @@ def main() -> int:
                     print(json.dumps({k: v for k, v in res.items() if k != "lines"}), flush=True)
                     for line in res["lines"]:
                         print("    " + line)
-    print("summary (median over rounds): benchmark, checkout, first request s, CPU s to it, load")
+    print("summary (median over rounds): benchmark, checkout, first request s, CPU s of the command's processes "
+          "to it, of the CLI before its first run line, of the workers' template; load")
     for bench in dict.fromkeys(r["bench"] for r in results):
         for code in codes:
             rs = [r for r in results if r["bench"] == bench and r["code"] == str(code) and r["first_request_s"]]
             if rs:
                 print(f"  {bench:8s} {str(code):32s} {statistics.median(r['first_request_s'] for r in rs):6.2f} s "
-                      f"{statistics.median(r['cpu_s'] for r in rs):6.2f} CPU s  "
+                      f"{statistics.median(r['cpu_s'] for r in rs):6.2f} CPU s; CLI before its first run "
+                      f"{statistics.median(r['cli_cpu_at_first_line'] or 0 for r in rs):5.2f} CPU s, template "
+                      f"{statistics.median(r['cpu_by_role'].get('template', 0) for r in rs):5.2f} CPU s  "
                       f"(n={len(rs)}, load {min(r['load_1m'] for r in rs)}-{max(r['load_1m'] for r in rs)})")
     return 0
 
