@@ -128,6 +128,8 @@ def get_instance(settings: Settings) -> DagsterInstance:
             raise InstanceBroken(explain(home, err) or f"cannot write {home / 'dagster.yaml'}: {err}") from err
         if problem := check_files(home):  # before Dagster silently re-creates an emptied file
             raise InstanceBroken(problem)
+        from wse_platform.dagster_private import share_alembic_revisions
+        share_alembic_revisions()   # each storage's schema check reads Dagster's migration scripts once per process
         try:
             instance = DagsterInstance.get()
             # touch every storage so that any creation/migration happens here, under the lock

@@ -28,7 +28,11 @@ BUILT_BY: list[int] = []  # the pid of the process that built DEFS (tests: not t
 
 # modules a cell run or a table run imports after the definitions (each worker would import them again)
 WARM = ("wse_platform.runner", "wse_platform.run_guard", "wse_platform.llm.client",
-        "wse_platform.warehouse", "duckdb", "aiohttp", "matplotlib.pyplot", "upath")
+        "wse_platform.warehouse", "duckdb", "aiohttp", "matplotlib.pyplot", "upath",
+        # and before a cell's first request (issue 24, measured in a fork of the template: ~0.06 CPU s per worker):
+        # DuckDB's results as Arrow, the OpenAI-compatible backend, the planned requests (progress.TAG)
+        "pyarrow", "wse_platform.llm.backends.openai_http", "wse_platform.plan",
+        "dagster._core.executor.in_process", "dagster._core.storage.local_compute_log_manager")
 
 
 def key(token: str, target: str, args) -> tuple:

@@ -187,6 +187,9 @@ def init_worker(loader: tuple, progress_args: tuple | None = None, token: str | 
     if _WORKER.get("forked_from") is not None:   # the template's, opened once for every worker (keep_instance)
         from wse_platform import worker_template
         instance = worker_template.kept_instance(os.environ["DAGSTER_HOME"])
+    if instance is None:
+        from wse_platform.dagster_private import share_alembic_revisions
+        share_alembic_revisions()   # (runner.get_instance: the storages' schema checks read the scripts once)
     _WORKER["instance"] = instance or DagsterInstance.get()
     from wse_platform.procs import exit_without_teardown, freeze_long_lived
     freeze_long_lived()  # definitions and instance loaded: left out of the collector's scans (procs.py)
