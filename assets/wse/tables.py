@@ -84,15 +84,15 @@ def _save(settings: Settings, name: str, png: bytes):
     return path
 
 
-# each table's CPU seconds in a tables run (measured over `bench/fleet.py`'s WSE folder: 12 models x 42 seeds at
-# horizon 3, a 3-judge panel; `bench/fleet_tail.py`): `wse materialize --parallel` cuts the tables into runs side by
-# side balanced by these (`run_split`), so that the runs after the last cell end together; only the grouping
-# follows from them, never a row
-RUN_WEIGHTS = {"wse_pareto": 0.55, "wse_cell_metrics": 0.5, "wse_source_family": 0.37, "wse_horizon_sensitivity": 0.37,
-               "wse_architecture_contrasts": 0.33, "wse_cost_contrasts": 0.28, "wse_scaling_fit": 0.25,
-               "wse_full_horizon_contrasts": 0.2, "wse_generation_failures": 0.1, "wse_human_validation": 0.1,
-               "wse_precursor_audit": 0.08, "wse_first_violations": 0.07, "wse_richness_agreement": 0.06,
-               "wse_failure_kinds": 0.05, "wse_judge_agreement": 0.05}
+# each table's seconds per step in the tables runs of `bench/fleet.py --benchmarks wse` at 64 slots (12 architectures x
+# 42 seeds, horizon 3, a 3-judge panel; two runs at load ~2-3 on 2 cores, the first step of a worker's run included):
+# `wse materialize --parallel` cuts the tables into runs side by side balanced by these (`run_split`), so that the
+# runs after the last cell end together; only the grouping follows from them, never a row
+RUN_WEIGHTS = {"wse_cell_metrics": 0.85, "wse_pareto": 0.67, "wse_source_family": 0.54, "wse_horizon_sensitivity": 0.5,
+               "wse_cost_contrasts": 0.36, "wse_architecture_contrasts": 0.32, "wse_full_horizon_contrasts": 0.25,
+               "wse_scaling_fit": 0.23, "wse_human_validation": 0.14, "wse_generation_failures": 0.13,
+               "wse_judge_agreement": 0.12, "wse_precursor_audit": 0.1, "wse_first_violations": 0.09,
+               "wse_richness_agreement": 0.09, "wse_failure_kinds": 0.07}
 
 
 def _kw(name: str, description: str, deps, code) -> dict:
