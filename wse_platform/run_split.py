@@ -5,12 +5,13 @@
 with the other core idle. `split_independent` cuts such a run into `ways` runs over groups of
 assets that do not read each other (looking through external tables, as the plan does; the
 outputs of a multi-asset that cannot run partially stay together), balanced by their cost: each
-asset's `RUN_WEIGHT` definition metadata (its relative time in a run, e.g. CPU seconds on the fleet's
-WSE data; one without it counts as the mean of the others, so unweighted assets balance by number).
-`parallel_runs` starts them together once the cells are done, so the command's time after the last
-answer is the longest of them (a split by number left WSE's 15 tables at ~2:1 CPU). Each is an
-ordinary run (UI, staleness, checks as before); only the grouping differs. `defer_unneeded` does the same at the
-start: the part of a source run the cells do not read runs beside them.
+asset's `RUN_WEIGHT` definition metadata (its relative time in a run, e.g. seconds per step measured
+on `bench/fleet.py`'s data; one without it counts as the mean of the others, so unweighted assets
+balance by number). `parallel_runs` starts them together once the cells are done, so the command's
+time after the last answer is the longest of them (a split by number left WSE's 15 tables at ~2:1).
+Each is an ordinary run (UI, staleness, checks as before); only the grouping differs.
+`defer_unneeded` does the same at the start: the part of a source run the cells do not read runs
+beside them.
 """
 from __future__ import annotations
 
