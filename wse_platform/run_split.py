@@ -4,10 +4,14 @@
 ~16 tables, their plots and checks) ran one after another in one process after the last cell,
 with the other core idle. `split_independent` cuts such a run into `ways` runs over groups of
 assets that do not read each other (looking through external tables, as the plan does; the
-outputs of a multi-asset that cannot run partially stay together), balanced by their number of
-assets; `parallel_runs` starts them together once the cells are done. Each is an ordinary run
-(UI, staleness, checks as before); only the grouping differs. `defer_unneeded` does the same at the
-start: the part of a source run the cells do not read runs beside them.
+outputs of a multi-asset that cannot run partially stay together), balanced by their cost: each
+asset's `RUN_WEIGHT` definition metadata (its relative time in a run, e.g. seconds per step measured
+on `bench/fleet.py`'s data; one without it counts as the mean of the others, so unweighted assets
+balance by number). `parallel_runs` starts them together once the cells are done, so the command's
+time after the last answer is the longest of them (a split by number left WSE's 15 tables at ~2:1).
+Each is an ordinary run (UI, staleness, checks as before); only the grouping differs.
+`defer_unneeded` does the same at the start: the part of a source run the cells do not read runs
+beside them.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import os
 from collections.abc import Sequence
 
 MIN_KEYS = 4   # a run with fewer assets is not worth a second run's own cost (~1 s of run creation, checks)
+RUN_WEIGHT = "wse/run_weight"   # definition metadata: an asset's relative time in a run (`_weights`)
 
 
 def default_ways(parallel: int) -> int:
@@ -36,9 +41,14 @@ def split_independent(defs, steps: Sequence, ways: int) -> list:
         if len(groups) < 2:
             out.append(st)
             continue
+        weight = _weights(defs, st.keys)
+        cost = {id(g): sum(weight[k] for k in g) for g in groups}
         bins: list[list] = [[] for _ in range(min(ways, len(groups)))]
-        for g in sorted(groups, key=len, reverse=True):   # largest first into the emptiest bin
-            min(bins, key=len).extend(g)
+        load = [0.0] * len(bins)
+        for g in sorted(groups, key=lambda g: cost[id(g)], reverse=True):   # costliest first into the lightest bin
+            i = min(range(len(bins)), key=load.__getitem__)
+            bins[i].extend(g)
+            load[i] += cost[id(g)]
         order = {k: i for i, k in enumerate(st.keys)}
         for b in bins:
             out.append(type(st)(sorted(b, key=order.__getitem__), None, dict(st.tags)))
@@ -78,6 +88,23 @@ def defer_unneeded(defs, steps: Sequence) -> list:
         out.append(type(st)([k for k in st.keys if k in needed], None, dict(st.tags)))
         out.append(type(st)(rest, None, dict(st.tags)))
     return out
+
+
+def _weights(defs, keys: Sequence) -> dict:
+    """Each key's `RUN_WEIGHT` (a positive number in its definition metadata); a key without one counts as
+    the mean of those given among `keys` (1 when none is given: a balance by number)."""
+    from wse_platform.runner import materializable
+
+    owners = materializable(defs)
+    given = {}
+    for k in keys:
+        a = owners.get(k)
+        value = a.specs_by_key[k].metadata.get(RUN_WEIGHT) if a is not None and k in a.specs_by_key else None
+        value = getattr(value, "value", value)   # a MetadataValue or a plain number
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            given[k] = float(value)
+    default = sum(given.values()) / len(given) if given else 1.0
+    return {k: given.get(k, default) for k in keys}
 
 
 def _components(defs, keys: Sequence) -> list[list]:

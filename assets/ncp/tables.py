@@ -12,9 +12,21 @@ from wse_platform.config import Settings
 from wse_platform.metrics.ncp import (auditor_ablation_table, auditor_sensitivity, genre_table,
                                       human_baseline_table, summary_table, survival_table)
 from wse_platform.ncp.plots import plot_survival
+from wse_platform.run_split import RUN_WEIGHT
 
 GROUP = "ncp_bench"
 METRICS_CODE = ("wse_platform/metrics/ncp.py",)
+
+
+# each table's CPU seconds in a tables run (`bench/fleet.py`'s NCP folder: 100 specs x 3 architectures, t_max 3;
+# `bench/fleet_tail.py`): `wse materialize --parallel` balances the tables' runs side by side by these
+# (`run_split`); one without a weight counts as the mean of the others. Only the grouping follows from them.
+RUN_WEIGHTS = {"ncp_survival": 0.18, "ncp_auditor_sensitivity": 0.12, "ncp_genre": 0.06, "ncp_summary": 0.05,
+               "ncp_human_baseline": 0.04}
+
+
+def _weight(name: str) -> dict:
+    return {RUN_WEIGHT: RUN_WEIGHTS[name]}
 
 
 def _episodes(wh, table: str = "ncp_episodes"):
@@ -25,7 +37,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     if parts.ncp is None:
         return []
 
-    @asset(name="ncp_summary", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+    @asset(name="ncp_summary", metadata=_weight("ncp_summary"), deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE),
            description="Paper Table 1: one row per narrator model × architecture × in-loop auditor — average "
                        "turns, trajectory %, satisfied-commitment %, % of episodes ending in a fact / commitment / "
@@ -35,7 +47,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         wh = warehouse.get()
         return write_table(wh, "ncp_summary", summary_table(_episodes(wh)))
 
-    @asset(name="ncp_survival", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+    @asset(name="ncp_survival", metadata=_weight("ncp_survival"), deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE, "wse_platform/ncp/plots.py", "wse_platform/plotting.py"),
            description="Paper Figure 4: one row per cell × auditor × turn 0..T_max — survival as the "
                        "reference computes it (share of episodes whose turn count is >= t), and the secondary "
@@ -50,7 +62,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         png = plot_survival(df, s.artifacts / "ncp" / "survival.png")
         return write_table(wh, "ncp_survival", df, plots={"survival_curves": png}, settings=s)
 
-    @asset(name="ncp_auditor_sensitivity", deps=["ncp_reaudit_episodes"], group_name=GROUP, kinds={"duckdb"},
+    @asset(name="ncp_auditor_sensitivity", metadata=_weight("ncp_auditor_sensitivity"), deps=["ncp_reaudit_episodes"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE),
            description="Re-audit analysis (the second, cheaper counterpart of Table 2; the paper's Table 2 "
                        "itself is ncp_auditor_ablation): stored transcripts replayed by each auditor "
@@ -63,7 +75,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "ncp_auditor_sensitivity", df, extra_metadata={
             "n_auditors": int((df["row_type"] == "auditor").sum()) if df.height else 0})
 
-    @asset(name="ncp_genre", deps=["ncp_episodes", "ncp_specs"], group_name=GROUP, kinds={"duckdb"},
+    @asset(name="ncp_genre", metadata=_weight("ncp_genre"), deps=["ncp_episodes", "ncp_specs"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE),
            description="Paper Table 7: trajectory % and satisfied-commitment % per primary genre × narrator "
                        "model (kept apart per architecture and auditor).")
@@ -74,7 +86,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "ncp_genre", df, extra_metadata={
             "by_genre": MetadataValue.md(markdown_preview(df, rows=30))})
 
-    @asset(name="ncp_human_baseline", deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
+    @asset(name="ncp_human_baseline", metadata=_weight("ncp_human_baseline"), deps=["ncp_episodes"], group_name=GROUP, kinds={"duckdb"},
            code_version=code_version(*METRICS_CODE),
            description="Paper Table 5: on each spec a human narrated (`wse ncp play --as narrator`), every "
                        "model's episode and each human session — turns, nodes reached / total, commitments "

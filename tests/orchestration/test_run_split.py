@@ -108,3 +108,42 @@ def test_what_the_cells_do_not_read_runs_beside_them():
     deps = step_dependencies(defs, steps)
     assert deps[1] == {0} and deps[2] == deps[3] == {0} and deps[4] == {1, 2, 3}
     assert leading_steps(deps) == [0]      # only `specs` before the cells, in the command's process
+
+
+@asset(deps=[cell], metadata={"wse/run_weight": 5.0})
+def heavy():
+    return 1
+
+
+@asset(deps=[cell], metadata={"wse/run_weight": 1.0})
+def light_a():
+    return 1
+
+
+@asset(deps=[cell], metadata={"wse/run_weight": 1.0})
+def light_b():
+    return 1
+
+
+@asset(deps=[cell])
+def unweighted():
+    return 1
+
+
+def test_the_final_tables_are_balanced_by_their_run_weight():
+    """`RUN_WEIGHT` metadata: the costly table gets a run of its own; by number of assets it would have shared
+    one (2 + 2). An asset without a weight counts as the mean of the given ones ((5 + 1 + 1) / 3)."""
+    from wse_platform.run_split import RUN_WEIGHT, _weights
+
+    assert RUN_WEIGHT == "wse/run_weight"
+    defs = Definitions(assets=[cell, heavy, light_a, light_b, unweighted])
+    keys = [AssetKey(n) for n in ("cell", "heavy", "light_a", "light_b", "unweighted")]
+    steps = plan(defs, keys, {k: None for k in keys})
+    tables = [sorted(k.to_user_string() for k in s.keys) for s in split_independent(defs, steps, 2)
+              if s.partition_key is None]
+    assert sorted(tables) == [["heavy"], ["light_a", "light_b", "unweighted"]]
+    assert _weights(defs, keys[1:])[AssetKey("unweighted")] == (5 + 1 + 1) / 3
+    # no weights at all: the split by number, as before
+    plain = Definitions(assets=[cell, metrics, pareto, judged, failures, costs])
+    assert _weights(plain, [AssetKey("failures"), AssetKey("costs")]) == {AssetKey("failures"): 1.0,
+                                                                          AssetKey("costs"): 1.0}

@@ -357,3 +357,37 @@ def test_configured_judge_without_rows_is_reported():
     with pytest.raises(T.TableInputError, match="no rows of judge configuration"):
         T.trajectory_frame(up["wse_trajectories"], up["wse_trajectory_consistency"], up["wse_richness_verdicts"],
                            params)
+
+
+def test_a_run_reads_the_trajectory_frame_once_while_its_inputs_stay_the_same(tmp_path, monkeypatch):
+    """`assets/wse/tables._frame`: nine tables of a run read the same per-trajectory frame; a later table of
+    the same run takes the one built first, unless an upstream asset got a newer materialization (a cell
+    written meanwhile), or it is another run, warehouse file or parameter set."""
+    from types import SimpleNamespace
+
+    from dagster import AssetMaterialization, DagsterInstance
+
+    import assets.wse.tables as A
+
+    built = []
+    monkeypatch.setattr(T, "trajectory_frame", lambda *frames, params=None: built.append(1) or
+                        (pl.DataFrame({"n": [len(built)]}), {"horizon": H}))
+    monkeypatch.setattr(A, "_FRAMES", {})
+    (tmp_path / "wh.duckdb").write_bytes(b"")
+    wh = SimpleNamespace(path=tmp_path / "wh.duckdb", query=lambda sql: pl.DataFrame())
+    instance = DagsterInstance.ephemeral()
+    for key in A.FRAME_DEPS:
+        instance.report_runless_asset_event(AssetMaterialization(key))
+    ctx = SimpleNamespace(instance=instance, run_id="run-1")
+    params = T.TableParams()
+
+    frame, info = A._frame(wh, params, ctx)
+    again, info2 = A._frame(wh, params, ctx)
+    assert len(built) == 1 and again is frame and info2 == info and info2 is not info   # one build; info a copy
+    instance.report_runless_asset_event(AssetMaterialization(A.FRAME_DEPS[1]))       # a cell written meanwhile
+    assert A._frame(wh, params, ctx)[0]["n"].to_list() == [2]
+    A._frame(wh, params, SimpleNamespace(instance=instance, run_id="run-2"))          # another run
+    A._frame(wh, T.TableParams(bootstrap_seed=7), SimpleNamespace(instance=instance, run_id="run-2"))
+    A._frame(wh, params)                                                                 # no context: no reuse
+    A._frame(wh, params)
+    assert len(built) == 6
