@@ -1,0 +1,350 @@
+"""The end-of-span tail of a fleet run, simulated: does serving waiting requests by a priority beat FIFO?
+
+A discrete-event simulation (no server, no platform code). A design is a set of conversations (NCP
+episodes, WSE trajectories); a conversation is a small graph of request groups: a group's requests go
+out together (in parallel) once the groups it depends on are answered, each `--think` s after the
+answer that released it. A fleet of `--slots` slots serves each request in a lognormal time (median
+`--median`, shape `--sigma`, as `bench/fleet_server.py`); a request that finds no free slot waits, and
+a freed slot goes to one waiting request, chosen by the ORDER:
+
+  fifo        the earliest waiting (what `wse_platform/llm/limiter.py` does in one process)
+  remaining   the most requests its conversation still expects (planned - done): a client knows it
+  depth       the longest chain of groups its conversation still has to go through (critical path,
+              in requests: also known to the client)
+  oracle      the most remaining service time of its conversation (needs the future: a bound)
+  random      any waiting request
+
+With `--procs P` the conversations are split over P processes (the cell runs of a fleet share one
+endpoint's slots). Across processes a freed slot goes to a process chosen uniformly among those with a
+waiter (the limiter's polling race), then to that process's best waiter by ORDER; `ORDER+x` instead
+gives it to the process holding the globally best waiter (each process publishes its best waiter's
+priority), i.e. one queue for all processes.
+
+Per order it prints, over `--draws` draws (the same draws for every order), the median and the 10th and
+90th percentiles of: span efficiency `eff` = sum of service / slots / (last answer - first request);
+`lost` = span - sum of service / slots (seconds of the full fleet idle in the span); `tail` = last
+answer - the last moment a request waited for a slot.
+
+Designs (`--design`):
+  ncp      NCP-Bench at `--t-max` as in the fleet run of /tmp/m4-ncp64-n1/ncp (read from its
+           `llm_calls` joined to `ncp_turns.llm_call_ids`): 300 episodes, each one chain (every stage of a
+           turn waits for the previous answer): opening, its fact update, then per turn player, narrator,
+           fact update, conflict check, node update, commitment status. baseline+natural 20 requests;
+           baseline+adversarial 20 of which 1-3 of the first 3 come from the cache (the other adversarial
+           cell asked them: ~0 s here); memory+adversarial 21 (HiAgent's one subgoal summary; 2-3
+           cache answers at the start). Every episode ran all turns (no CONFLICT/SUCCESS in the fleet's
+           stand-in answers). Processes: one per architecture (`--procs 3`).
+  wse      WSE-bench: 12 architectures x 42 trajectories (as `fleet_new64`'s llm_calls): per step the
+           generation chain (B2: one character-agent request, B3: 4 parallel ones; WMOD: world model;
+           the story agent; WMEM: world memory), then the step's consistency panel (6 parallel: 3 judges
+           x 2) once the step and the previous panel are answered, and the richness panel (6 parallel)
+           after the last step. Processes: the architectures round-robin over `--procs`.
+  uniform  `--chains` chains of `--length` requests.
+
+`--hedge S`: a request in service for S s while a slot is free and nothing waits gets a second copy
+(a fresh draw); the first answer wins, the other copy is cancelled. `eff` stays the conversations' own
+service (without copies) / slots / span; `copies_s` is the slot time the copies took.
+
+    python bench/tail_sim.py --design ncp --slots 64 --procs 3 --draws 40
+    python bench/tail_sim.py --design ncp --slots 64 --procs 3 --draws 40 --orders fifo,remaining --hedge 1.2
+
+FINDINGS (2026-12-03, issue 24; span efficiency in %, median [10th, 90th percentile] over the draws;
+3 processes as in a fleet run; `+x`: the order also across processes; --think 0.005 unless said)
+
+  design, slots         draws  fifo               remaining          remaining+x  oracle
+  NCP t_max 3, 64       40     95.3 [88.5, 97.1]  95.5 [90.5, 97.4]  95.5         99.9
+    (one process)       40     95.1 [90.3, 96.9]  95.5 [90.9, 97.1]  -            99.9
+    (--think 0.05)      40     95.1 [88.5, 97.1]  95.6 [90.4, 97.4]  95.5         99.8
+  NCP t_max 3, 256      20     60.3               61.9               62.1         62.5  (chain-bound)
+  NCP t_max 10, 64      20     97.8               98.2               98.5         100.0
+  NCP t_max 10, 256     20     77.0               80.1               80.2         81.9
+  WSE h3, 64            20     98.3               98.0               98.3         99.5  (depth: 98.0)
+  WSE h10, 64           10     99.2               99.4               99.5         99.8
+  WSE h3, 256           20     88.3               90.7               90.5         96.7
+  WSE h10, 256          20     92.0               95.8               96.3         98.8  (depth+x: 96.5)
+
+  - At 64 slots a priority a client can know (expected remaining requests, or the remaining critical
+    path: `depth`, the same for NCP's chains) gains 0.2-0.7 points of span efficiency for every design:
+    far below the ~3 points that would pay for a priority queue in the limiter. A priority lets a chain
+    that fell behind skip the queue, but chains fall behind mostly by their service draws, and in the
+    last seconds of the span the queue is short anyway; nor do the NCP episodes differ in length as
+    assumed in the brief (measured in /tmp/m4-ncp64-n1/ncp: every
+    episode ran its 3 turns; baseline 20 requests, memory 21 -- HiAgent adds one subgoal summary per
+    episode, not ~4 -- and 1-3 of the adversarial cells' first requests come from the cache).
+  - What the tail is made of is the service time of the last requests, which no client knows before the
+    answer (the oracle, ordering by the true remaining service, reaches 99.9 %). The measured NCP-64
+    runs show it: their span efficiency is bimodal on one server draw. The stand-in server draws every
+    service from one `random.Random(0)` stream in arrival order, so runs share most of their draws; in
+    4 of the 8 NCP t_max 3 runs at 64 slots in /tmp (m2-ncp64-b, m4-ncp64-b2, -n1, -n2) a 10.6 s service
+    (4.1 sigma) starts at 43-44 s, ~4 s before the fleet's saturation ends, and the run's span efficiency
+    (sum of service / 64 / span from sequences.jsonl) is 86.7-88.8 %; in the 4 others (fl_newncp,
+    m2-ncp64-n, m4-ncp64-b1, ncpt) the longest service is 5.6-8.5 s and early, and they reach 92.0-94.8 %.
+    In m4-ncp64-n1 that request (memory+adversarial movie76's turn-3 fact update, 12.4 s latency in
+    llm_calls) ends at 53.6 s and its episode's last three requests at 54.8 s (the span's end); the
+    next-latest answer is at 51.9 s. Runs of both arms of the lead's A/B (m4-ncp64-b*, -n*) drew it, but
+    the NCP-64 figure moves ~5 points with this one draw.
+  - At 256 slots a client-known priority gains 1.6 (NCP t_max 3: chain-bound), 2.4 (WSE h3), 3.1 (NCP
+    t_max 10) and 3.8-4.3 points (WSE h10). The measured 256-slot runs are far below even FIFO here
+    (NCP t_max 10: 72.6 % of the span, WSE h10: 80 %, WSE h3 CPU-bound), so something else (the
+    client's CPU) costs more there than the order could win.
+  - Hedging the stragglers instead (a second copy of a request in service for 1.2 s, only while a slot
+    is free and nothing waits) at NCP t_max 3, 64 slots, 40 draws: fifo 96.8 [95.7, 97.8], remaining
+    97.6 [96.0, 98.3], with ~19 slot-s of copies (0.6 % of the slot time); --hedge 2.0: fifo 96.3
+    [94.9, 97.5], ~10 slot-s. It cuts the bad-luck tail (10th percentile 88.5 -> 95.7) where a priority
+    cannot, but it sends requests twice (rows stay the same only if both copies give one answer, e.g.
+    the same seed on a deterministic server) and needs the server to stop the loser (vLLM aborts a
+    request whose connection closes): a design decision, not done here. WSE h10 at 256 slots with
+    --hedge 1.2 (10 draws): fifo 94.9, remaining 98.6 (~73 slot-s of copies, 0.3 %).
+  - 100-Endings was not simulated: its fleet run (/tmp/m1-64-endings-/endings) is 99 forecasts and 19,800
+    judge requests in wide parallel batches, and its span efficiency is already 98.3 % (170.1 s of
+    sum of service / 64 in a 173.1 s span): no order can win more than 1.7 points.
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import random
+import statistics
+from dataclasses import dataclass, field
+
+@dataclass
+class Conv:
+    groups: list[list[float]]           # service time of each request of each group (0.0: from the cache)
+    deps: list[list[int]]               # groups each group waits for
+    proc: int = 0
+    planned: int = 0                    # requests the client expects
+    depth: list[int] = field(default_factory=list)   # per group: requests on the longest path from it to the end
+
+    def __post_init__(self) -> None:
+        self.planned = sum(len(g) for g in self.groups)
+        n = len(self.groups)
+        after: list[list[int]] = [[] for _ in range(n)]
+        for g, ds in enumerate(self.deps):
+            for d in ds:
+                after[d].append(g)
+        self.depth = [0] * n
+        for g in reversed(range(n)):   # groups are listed in a topological order
+            self.depth[g] = 1 + max((self.depth[h] for h in after[g]), default=0)
+        self.after = after
+
+
+def chain(services: list[float], proc: int) -> Conv:
+    return Conv([[s] for s in services], [[k - 1] if k else [] for k in range(len(services))], proc)
+
+
+def ncp(rng: random.Random, ln, t_max: int) -> list[Conv]:
+    out = []
+    for arch in range(3):
+        for _ in range(100):
+            n = 2 + 6 * t_max + (1 if arch == 2 else 0)
+            cached = 0 if arch == 0 else rng.choice((2, 2, 3) if arch == 2 else (1, 2, 2, 3))
+            out.append(chain([0.0 if k < cached else ln() for k in range(n)], arch))
+    return out
+
+
+def wse(rng: random.Random, ln, horizon: int, procs: int) -> list[Conv]:
+    out = []
+    for a in range(12):
+        base, wmem, wmod = 1 + a // 4, bool(a & 2), bool(a & 1)
+        for _ in range(42):
+            groups: list[list[float]] = []
+            deps: list[list[int]] = []
+            prev_gen, prev_panel = None, None
+            panels = []
+            for _t in range(horizon):
+                stages = ([[ln()]] if base == 2 else [[ln() for _ in range(4)]] if base == 3 else [])
+                stages += ([[ln()]] if wmod else []) + [[ln()]] + ([[ln()]] if wmem else [])
+                for st in stages:
+                    deps.append([prev_gen] if prev_gen is not None else [])
+                    groups.append(st)
+                    prev_gen = len(groups) - 1
+                panels.append((prev_gen, [ln() for _ in range(6)]))
+            # panels after the generation (topological order): step k's panel after step k and panel k-1
+            for g, svc in panels:
+                deps.append([g] + ([prev_panel] if prev_panel is not None else []))
+                groups.append(svc)
+                prev_panel = len(groups) - 1
+            deps.append([prev_gen])
+            groups.append([ln() for _ in range(6)])
+            out.append(Conv(groups, deps, a % procs))
+    return out
+
+
+def simulate(convs: list[Conv], slots: int, order: str, think: float, rng: random.Random,
+             hedge: float = 0.0, draw=None) -> dict:
+    """One run. `hedge` > 0: a request in service for `hedge` s while a slot is free and nothing waits
+    gets a second copy (a fresh service draw from `draw()`); the first answer wins and the other copy
+    is cancelled (its slot freed at once)."""
+    cross = order.endswith("+x")
+    base = order[:-2] if cross else order
+    nproc = max(c.proc for c in convs) + 1
+    rem_work = [sum(map(sum, c.groups)) for c in convs]
+    done = [0] * len(convs)                       # requests answered per conversation
+    left = [[len(g) for g in c.groups] for c in convs]          # unanswered requests per group
+    need = [[len(d) for d in c.deps] for c in convs]            # unanswered dependencies per group
+    queues: list[list] = [[] for _ in range(nproc)]
+    waiting = seq = 0
+    free = slots
+    events: list = []   # (time, kind, a, b): 0 = copy b of request a answered, 1 = group b of conv a
+                        # released, 2 = request a in service for `hedge` s
+    reqs: list[list] = []   # [conv, group, service, copies: list of [start, end, live], answered]
+    overdue: list[int] = []
+    first, last, last_wait, work, extra = math.inf, 0.0, 0.0, 0.0, 0.0
+
+    def key(i: int, g: int, t: float) -> tuple:
+        if base == "fifo":
+            return (t,)
+        if base == "remaining":
+            return (-(convs[i].planned - done[i]), t)
+        if base == "depth":
+            return (-convs[i].depth[g], t)
+        if base == "oracle":
+            return (-rem_work[i], t)
+        if base == "random":
+            return (rng.random(),)
+        raise ValueError(order)
+
+    def start(r: int, t: float, s: float) -> None:
+        nonlocal free
+        free -= 1
+        assert free >= 0, "the fleet's limit was exceeded"
+        copies = reqs[r][3]
+        copies.append([t, t + s, True])
+        heapq.heappush(events, (t + s, 0, r, len(copies) - 1))
+        if hedge and len(copies) == 1:
+            heapq.heappush(events, (t + hedge, 2, r, 0))
+
+    def answered(i: int, g: int, t: float) -> None:
+        done[i] += 1
+        left[i][g] -= 1
+        if left[i][g] == 0:
+            for h in convs[i].after[g]:
+                need[i][h] -= 1
+                if need[i][h] == 0:
+                    heapq.heappush(events, (t + think, 1, i, h))
+
+    def release(i: int, g: int, t: float) -> None:
+        nonlocal seq, waiting, first, work
+        for s in convs[i].groups[g]:
+            if s == 0.0:          # from the cache: no slot, no time
+                answered(i, g, t)
+                continue
+            first = min(first, t)
+            work += s
+            reqs.append([i, g, s, [], False])
+            r = len(reqs) - 1
+            if free > 0 and waiting == 0:
+                start(r, t, s)
+                continue
+            seq += 1
+            heapq.heappush(queues[convs[i].proc], (key(i, g, t), seq, r))
+            waiting += 1
+
+    def give(t: float) -> None:
+        """A slot is free: to a waiter, else (hedging) a second copy of an overdue request."""
+        nonlocal waiting, last_wait
+        if waiting:
+            last_wait = t
+            live = [q for q in queues if q]
+            q = min(live, key=lambda q: q[0][:2]) if cross else live[rng.randrange(len(live))]
+            r = heapq.heappop(q)[2]
+            waiting -= 1
+            start(r, t, reqs[r][2])
+            return
+        while overdue:
+            r = overdue.pop(0)
+            if not reqs[r][4]:
+                start(r, t, draw())
+                return
+
+    for i, c in enumerate(convs):
+        for g, ds in enumerate(c.deps):
+            if not ds:
+                heapq.heappush(events, (0.0, 1, i, g))
+    while events:
+        t, kind, a, b = heapq.heappop(events)
+        if kind == 1:
+            release(a, b, t)
+            continue
+        if kind == 2:
+            if not reqs[a][4] and len(reqs[a][3]) == 1:
+                if free > 0 and waiting == 0:
+                    start(a, t, draw())
+                else:
+                    overdue.append(a)
+            continue
+        req = reqs[a]
+        copy = req[3][b]
+        if not copy[2]:
+            continue        # cancelled when the other copy answered
+        req[4] = True
+        last = max(last, t)
+        for k, c in enumerate(req[3]):
+            if c[2]:
+                c[2] = False
+                free += 1
+                if k != b:
+                    extra += t - c[0]
+                give(t)
+        rem_work[req[0]] -= req[2]
+        answered(req[0], req[1], t)
+    span = last - first
+    # eff: the requests' own service times (what the fleet must serve without copies) / slots / span
+    return {"eff": work / slots / span, "lost": span - work / slots, "tail": last - max(last_wait, first),
+            "copies_s": extra}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--design", default="ncp", choices=("ncp", "wse", "uniform"))
+    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--procs", type=int, default=1, help="processes sharing the slots")
+    ap.add_argument("--orders", default="fifo,remaining,depth,oracle,random")
+    ap.add_argument("--chains", type=int, default=300)
+    ap.add_argument("--length", type=int, default=20)
+    ap.add_argument("--horizon", type=int, default=3)
+    ap.add_argument("--t-max", type=int, default=3)
+    ap.add_argument("--median", type=float, default=0.4)
+    ap.add_argument("--sigma", type=float, default=0.8)
+    ap.add_argument("--think", type=float, default=0.005, help="client time between an answer and the next request")
+    ap.add_argument("--hedge", type=float, default=0.0,
+                    help="a request in service this long gets a second copy when a slot is free and nothing waits")
+    ap.add_argument("--draws", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    orders = a.orders.split(",")
+    if a.procs > 1:
+        orders += [o + "+x" for o in orders if o not in ("fifo", "random")]
+    res: dict[str, list[dict]] = {o: [] for o in orders}
+    for d in range(a.draws):
+        rng = random.Random(a.seed * 100_003 + d)
+        mu = math.log(a.median)
+        ln = lambda: rng.lognormvariate(mu, a.sigma)  # noqa: E731
+        if a.design == "ncp":
+            convs = ncp(rng, ln, a.t_max)
+            for c in convs:
+                c.proc %= a.procs
+        elif a.design == "wse":
+            convs = wse(rng, ln, a.horizon, a.procs)
+        else:
+            convs = [chain([ln() for _ in range(a.length)], i % a.procs) for i in range(a.chains)]
+        for o in orders:
+            hr = random.Random(-1 - d)
+            res[o].append(simulate(convs, a.slots, o, a.think, random.Random(d), a.hedge,
+                                   lambda: hr.lognormvariate(mu, a.sigma)))
+    out = {"design": a.design, "slots": a.slots, "procs": a.procs, "draws": a.draws,
+           "requests": sum(1 for c in convs for g in c.groups for s in g if s)}
+    for o, rows in res.items():
+        q = {}
+        for k in ("eff", "lost", "tail") + (("copies_s",) if a.hedge else ()):
+            v = sorted(r[k] for r in rows)
+            p = statistics.quantiles(v, n=10) if len(v) > 1 else [v[0]] * 9
+            q[k] = [round(p[0], 3), round(statistics.median(v), 3), round(p[-1], 3)]
+        out[o] = q
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
