@@ -64,7 +64,9 @@ except ImportError:  # pragma: no cover
 # imports in each new process (storage, secrets): the worker template imports them once before forking.
 # Measured by the cpu256 helper: a forked worker's instance cost 1.5-2.9 CPU s without the last two, 0.3 s with them.
 WORKER_WARM_MODULES = ("dagster._core.execution.api", "dagster._core.storage.base_storage",
-                       "dagster._core.secrets.env_file")
+                       "dagster._core.secrets.env_file",
+                       # imported by a cell run before its first request (helper clistart, issue 24: ~0.06 CPU s per worker)
+                       "dagster._core.executor.in_process", "dagster._core.storage.local_compute_log_manager")
 
 
 class ReusedEngineSqliteEventLogStorage(SqliteEventLogStorage):

@@ -31,8 +31,7 @@ WARM = ("wse_platform.runner", "wse_platform.run_guard", "wse_platform.llm.clien
         "wse_platform.warehouse", "duckdb", "aiohttp", "matplotlib.pyplot", "upath",
         # and before a cell's first request (issue 24, measured in a fork of the template: ~0.06 CPU s per worker):
         # DuckDB's results as Arrow, the OpenAI-compatible backend, the planned requests (progress.TAG)
-        "pyarrow", "wse_platform.llm.backends.openai_http", "wse_platform.plan",
-        "dagster._core.executor.in_process", "dagster._core.storage.local_compute_log_manager")
+        "pyarrow", "wse_platform.llm.backends.openai_http", "wse_platform.plan")   # (Dagster's own: dagster_private)
 
 
 def key(token: str, target: str, args) -> tuple:
