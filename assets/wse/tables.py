@@ -71,7 +71,7 @@ def _frame_key(wh, params: T.TableParams, context) -> tuple | None:
     try:
         stat = wh.path.stat()
         ids = latest_materialization_ids(context.instance, FRAME_DEPS)
-        return (context.run_id, str(wh.path), stat.st_dev, stat.st_ino, repr(params),
+        return (context.run.run_id, str(wh.path), stat.st_dev, stat.st_ino, repr(params),
                 tuple(ids.get(k) for k in FRAME_DEPS))
     except Exception:  # noqa: BLE001 - no reuse: the frame is read as before
         return None

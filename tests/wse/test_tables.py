@@ -378,7 +378,7 @@ def test_a_run_reads_the_trajectory_frame_once_while_its_inputs_stay_the_same(tm
     instance = DagsterInstance.ephemeral()
     for key in A.FRAME_DEPS:
         instance.report_runless_asset_event(AssetMaterialization(key))
-    ctx = SimpleNamespace(instance=instance, run_id="run-1")
+    ctx = SimpleNamespace(instance=instance, run=SimpleNamespace(run_id="run-1"))
     params = T.TableParams()
 
     frame, info = A._frame(wh, params, ctx)
@@ -386,8 +386,8 @@ def test_a_run_reads_the_trajectory_frame_once_while_its_inputs_stay_the_same(tm
     assert len(built) == 1 and again is frame and info2 == info and info2 is not info   # one build; info a copy
     instance.report_runless_asset_event(AssetMaterialization(A.FRAME_DEPS[1]))       # a cell written meanwhile
     assert A._frame(wh, params, ctx)[0]["n"].to_list() == [2]
-    A._frame(wh, params, SimpleNamespace(instance=instance, run_id="run-2"))          # another run
-    A._frame(wh, T.TableParams(bootstrap_seed=7), SimpleNamespace(instance=instance, run_id="run-2"))
+    A._frame(wh, params, SimpleNamespace(instance=instance, run=SimpleNamespace(run_id="run-2")))          # another run
+    A._frame(wh, T.TableParams(bootstrap_seed=7), SimpleNamespace(instance=instance, run=SimpleNamespace(run_id="run-2")))
     A._frame(wh, params)                                                                 # no context: no reuse
     A._frame(wh, params)
     assert len(built) == 6
