@@ -41,8 +41,12 @@ class AppliedDiff:
         return {"added": self.added, "negated": self.negated, "rejected": self.rejected}
 
 
+_SPACES = re.compile(r"\s+")
+_FACT_ID = re.compile(r"^f_(\d+)$")
+
+
 def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().lower().rstrip("."))
+    return _SPACES.sub(" ", text.strip().lower().rstrip("."))
 
 
 class FactLedger:
@@ -55,7 +59,7 @@ class FactLedger:
             self._bump(f.id)
 
     def _bump(self, fact_id: str) -> None:
-        m = re.match(r"^f_(\d+)$", fact_id)
+        m = _FACT_ID.match(fact_id)
         if m:
             self._next = max(self._next, int(m.group(1)) + 1)
 
@@ -95,7 +99,14 @@ class FactLedger:
         return "\n".join(f"{f.id}: {f.content}" for f in self.active()) or "(none)"
 
     def copy(self) -> "FactLedger":
-        return FactLedger([LedgerFact(**f.as_dict()) for f in self._facts.values()])
+        """An independent ledger with the same facts (new fact objects), next id and duplicate-check cache
+        (a fact's content never changes); built directly, not through `__init__` (a copy per audited turn)."""
+        out = FactLedger.__new__(FactLedger)
+        out._facts = {fid: LedgerFact(f.id, f.content, f.active, f.added_turn, f.negated_turn)
+                      for fid, f in self._facts.items()}
+        out._norms = dict(self._norms)
+        out._next = self._next
+        return out
 
     # ---- writes ------------------------------------------------------------------
     def apply(self, diff: FactDiff, turn: int) -> AppliedDiff:
