@@ -259,7 +259,8 @@ def run(args) -> dict:
         wh.ensure_schema()
 
         def client(run_id: str | None = None) -> LLMClient:
-            return LLMClient(settings, run_id=run_id, progress=False, record_sink=lambda rows: write_call_records(wh, rows),
+            return LLMClient(settings, run_id=run_id, progress=False,
+                             record_sink=lambda rows: write_call_records(wh, rows),
                              flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
         if args.benchmark == "ncp":
             out.update(run_ncp(args, settings, client, meter, missing))
