@@ -42,3 +42,26 @@ def test_rendered_facts_follow_every_apply_and_never_leak_between_copies():
     a.apply(FactDiff(add_facts=[], negate_facts=["f_0", "f_2"], reason="r"), 2)
     assert render.facts(a) == "(none)" and rf.facts(a, "(nothing)") == "(nothing)"
     assert rf.checker_facts(a) == "(No explicit fact data available)"
+
+
+def test_prompt_blocks_memoized_per_run_follow_the_statuses_and_the_node():
+    """The commitments and trajectory blocks a turn's requests share are rendered once per state of the run:
+    a changed status or node renders anew (the same text as render.commitments / render.trajectory)."""
+    from tests.ncp._ncp_helpers import make_spec
+    from wse_platform.ncp import prompter
+    from wse_platform.ncp.state import EpisodeRun
+    run = EpisodeRun.start(make_spec(), "m", "baseline+adversarial", "a")
+    for violation in (True, False):
+        assert prompter._commitments(run, violation) == render.commitments(run.spec, run.statuses, violation)
+    first = prompter._commitments(run)
+    cid = run.spec.commitments[0].id
+    run.statuses = {**run.statuses, cid: {"status": "SATISFIED", "reason": "done", "turn": 1}}
+    assert prompter._commitments(run) == render.commitments(run.spec, run.statuses) != first
+    run.statuses[cid] = {"status": "PENDING", "reason": None, "turn": None}   # even changed in place
+    assert prompter._commitments(run) == first
+    for detail in (True, False):
+        t0 = prompter._trajectory(run, detail)
+        run.node_idx += 1
+        assert prompter._trajectory(run, detail) == render.trajectory(run.spec, run.node_idx, detail) != t0
+        run.node_idx -= 1
+        assert prompter._trajectory(run, detail) == t0
