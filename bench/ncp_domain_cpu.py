@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -87,6 +88,7 @@ def record(args, path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def replay(args, path: Path) -> dict:
@@ -102,8 +104,9 @@ def replay(args, path: Path) -> dict:
 
     data = json.loads(path.read_text())
     answers = data["answers"]
-    tmp = Path(tempfile.mkdtemp(prefix="ncp-domain-rep-"))
+    tmp = Path(tempfile.mkdtemp(prefix="ncp-domain-rep-"))   # never written: the stub answers every request
     settings = rc.settings_for(tmp, data["port"], data["t_max"])
+    shutil.rmtree(tmp, ignore_errors=True)
     specs = rc.ncp_specs(data["specs"])
     by_id = {s.spec_id: s for s in specs}
     tokens.counter(Prompter(EpisodeSetup.from_settings(settings, "fleet", ARCHS[2])).hiagent_texts().tokenizer_model)
@@ -209,6 +212,7 @@ def main() -> int:
     finally:
         if wt is not None:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
