@@ -15,6 +15,11 @@ around the named functions; components nest: e.g. the records write is inside `_
     PYTHONPATH=. python bench/request_cpu.py --ref main       # the same on REF's code first, then this tree's
     PYTHONPATH=. python bench/request_cpu.py --benchmark ncp --seeds 20   # NCP-Bench: 3 architectures x 20 specs, t_max 3
 
+NCP-Bench (`--benchmark ncp`, `--horizon` = t_max): per architecture what the cell's run does in one
+process: the live episodes (`ncp_episodes`, through `ncp.kept.keeping`), then the re-audit under the
+in-loop auditor (`ncp_reaudit_episodes`: the auditor answers from memory, `ncp.kept.answered`), each
+with its own client of the same run id. Per-request figures divide by the live episodes' requests.
+
 `--ref REF` checks REF out into a temporary git worktree, runs this script there on REF's code
 (`--code`), then here, and prints both and their ratio (the machine's load average with each).
 """
@@ -54,6 +59,8 @@ COMPONENTS = {
     "ncp prompts (Prompter)": [("wse_platform.ncp.prompter", "Prompter.%s" % m) for m in
                                ("narrator", "player", "opening", "hiagent", "subgoal_summary", "fact_update",
                                 "conflict_check", "double_check", "node_update", "commitment_status")],
+    "ncp kept answers (request_digest)": [("wse_platform.kept_answers", "request_digest")],
+    "ncp re-audit (replay, answers from memory included)": [("wse_platform.ncp.reaudit", "_replay")],
 }
 
 
@@ -171,26 +178,60 @@ def ncp_specs(n: int) -> list:
 
 
 def run_ncp(args, settings, client, meter: "Meter", missing: list[str]) -> dict:
-    """NCP-Bench: each architecture's cell (one client each) on the first `--seeds` specs, t_max = `--horizon`."""
+    """NCP-Bench: each architecture's cell on the first `--seeds` specs, t_max = `--horizon`, as the cell's
+    run does it in one process: `ncp_episodes` (the live episodes through `ncp.kept.keeping`, one client),
+    then `ncp_reaudit_episodes` under the in-loop auditor (the stored transcripts replayed through
+    `ncp.kept.answered`: the live auditor answers come from memory, the rest through the client; a second
+    client, as the re-audit step opens its own session)."""
+    from wse_platform.ncp import kept
     from wse_platform.ncp.episode import EpisodeSetup, run_episodes
+    from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
     specs = ncp_specs(args.seeds)
+    by_id = {sp.spec_id: sp for sp in specs}
     archs = NCP_ARCHS[: args.archs]
-    c0, w0 = time.process_time(), time.perf_counter()
-    requests = 0
+    phases = {"episodes": [0.0, 0.0, 0], "reaudit": [0.0, 0.0, 0]}   # cpu, wall, requests
+    taken = 0
     for arch in archs:
-        c = client()
-        run_episodes(c, specs, EpisodeSetup.from_settings(settings, "fleet", arch, generation_version="bench"))
+        c0, w0 = time.process_time(), time.perf_counter()
+        run_id = f"bench-{arch}-{os.getpid()}"   # the cell's run: both steps' sessions
+        c = client(run_id)
+        setup = EpisodeSetup.from_settings(settings, "fleet", arch, generation_version="bench")
+        res = run_episodes(kept.keeping(c, arch), specs, setup)
         c.flush_records()
-        requests += len(c.drain_call_records())
+        n = len(c.drain_call_records())
         c.close()
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-    return {"archs": archs, "specs": len(specs), "t_max": args.horizon,
-            "episodes": {"requests": requests, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
-                         "cpu_ms_per_request": round(1000 * cpu / max(1, requests), 3)},
-            "all": {"requests": requests, "cpu_ms_per_request": round(1000 * cpu / max(1, requests), 3)},
-            "components_cpu_ms_per_request_all": {k: round(1000 * v / max(1, requests), 3)
-                                                  for k, v in meter.cpu.items()},
-            "component_calls": meter.calls, "not_timed_here": missing}
+        ph = phases["episodes"]
+        ph[0] += time.process_time() - c0
+        ph[1] += time.perf_counter() - w0
+        ph[2] += n
+        c0, w0 = time.process_time(), time.perf_counter()
+        rows = sorted(({k: r.get(k) for k in ("model", "arch", "spec_id", "turn", "player_input", "narrator_text")}
+                       for r in res.turn_rows()), key=lambda r: (r["spec_id"], r["turn"]))
+        c = client(run_id)
+        replay = kept.answered(c, arch)
+        reaudit(replay, by_id, transcripts_from_rows(rows), setup.auditor, t_max=args.horizon,
+                sampling=settings.ncp.sampling)
+        taken += getattr(replay, "taken", 0)
+        c.flush_records()
+        n = len(c.drain_call_records()) + getattr(replay, "taken", 0)
+        c.close()
+        ph = phases["reaudit"]
+        ph[0] += time.process_time() - c0
+        ph[1] += time.perf_counter() - w0
+        ph[2] += n
+    live = phases["episodes"][2]
+    cpu = phases["episodes"][0] + phases["reaudit"][0]
+    out = {"archs": archs, "specs": len(specs), "t_max": args.horizon, "reaudit_answers_from_memory": taken}
+    for name, (pcpu, pwall, n) in phases.items():
+        out[name] = {"requests": n, "cpu_s": round(pcpu, 2), "wall_s": round(pwall, 2),
+                     "cpu_ms_per_request": round(1000 * pcpu / max(1, n), 3),
+                     "cpu_ms_per_live_request": round(1000 * pcpu / max(1, live), 3)}
+    out.update({
+        # per request that reached the client in the live episodes: the re-audit's cost is the live loop's
+        "all": {"requests": live, "cpu_ms_per_request": round(1000 * cpu / max(1, live), 3)},
+        "components_cpu_ms_per_request_all": {k: round(1000 * v / max(1, live), 3) for k, v in meter.cpu.items()},
+        "component_calls": meter.calls, "not_timed_here": missing})
+    return out
 
 
 def run(args) -> dict:
@@ -217,8 +258,9 @@ def run(args) -> dict:
         wh = Warehouse(settings.warehouse)
         wh.ensure_schema()
 
-        def client() -> LLMClient:
-            return LLMClient(settings, progress=False, record_sink=lambda rows: write_call_records(wh, rows),
+        def client(run_id: str | None = None) -> LLMClient:
+            return LLMClient(settings, run_id=run_id, progress=False,
+                             record_sink=lambda rows: write_call_records(wh, rows),
                              flush_every=FLUSH_EVERY, flush_interval_s=FLUSH_INTERVAL_S)
         if args.benchmark == "ncp":
             out.update(run_ncp(args, settings, client, meter, missing))

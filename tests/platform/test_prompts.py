@@ -36,3 +36,31 @@ def test_missing_prompt_and_bad_front_matter(tmp_path):
     (tmp_path / "zz" / "bad.v1.md").write_text("no front matter")
     with pytest.raises(PromptError, match="front-matter"):
         get_prompt("zz.bad", "v1", str(tmp_path))
+
+
+def _template_render(p, **values):
+    """What `Prompt.render` produced before it split its sections once (string.Template per request)."""
+    import string
+    return [{"role": r, "content": string.Template(t).substitute({k: str(v) for k, v in values.items()})}
+            for r, t in p.sections]
+
+
+def test_render_is_string_template_substitute_for_every_shipped_prompt_and_edge_case():
+    """The pre-split rendering gives string.Template's text: every shipped prompt (values holding `$`, `${..}`,
+    braces, non-ASCII), `$$`, `$name` next to text, adjacent placeholders; an invalid `$` raises the same error."""
+    from wse_platform.prompts import SHIPPED_DIR, Prompt, parse_prompt_file
+    checked = 0
+    for f in sorted(SHIPPED_DIR.rglob("*.md")):
+        p = parse_prompt_file(f, root=SHIPPED_DIR)
+        values = {k: f"<{k}: $x ${{y}} {{z}} $$ — é {i}>" for i, k in enumerate(sorted(p.placeholders()))}
+        assert p.render(**values, unused=5) == _template_render(p, **values, unused=5), f
+        checked += 1
+    assert checked >= 20
+    for sections in ((("system", "plain {text}"), ("user", "a $$ b $who c ${who}d $$$who ${x}${x}$x.")),
+                     (("user", "cost: $$5, ${who}"),)):
+        p = Prompt("zz.r", "v1", "inline", sections)
+        values = {k: f"[{k} $y]" for k in p.placeholders()}
+        assert p.render(**values) == _template_render(p, **values)
+    bad = Prompt("zz.r", "v1", "inline", (("user", "ok ${who} then $ 1"),))
+    with pytest.raises(ValueError, match="Invalid placeholder in string: line 1, col 16"):
+        bad.render(who="x")

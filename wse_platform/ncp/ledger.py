@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from wse_platform.ncp.schemas import FactDiff
 
@@ -41,8 +41,12 @@ class AppliedDiff:
         return {"added": self.added, "negated": self.negated, "rejected": self.rejected}
 
 
+_SPACES = re.compile(r"\s+")
+_FACT_ID = re.compile(r"^f_(\d+)$")
+
+
 def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().lower().rstrip("."))
+    return _SPACES.sub(" ", text.strip().lower().rstrip("."))
 
 
 class FactLedger:
@@ -50,12 +54,13 @@ class FactLedger:
         self._facts: dict[str, LedgerFact] = {}
         self._norms: dict[str, str] = {}  # fact id -> normalised content (duplicate check)
         self._next = 0
+        self._memo: dict[Any, str] = {}   # texts rendered from the facts, until the next `apply`
         for f in facts or []:
             self._facts[f.id] = f
             self._bump(f.id)
 
     def _bump(self, fact_id: str) -> None:
-        m = re.match(r"^f_(\d+)$", fact_id)
+        m = _FACT_ID.match(fact_id)
         if m:
             self._next = max(self._next, int(m.group(1)) + 1)
 
@@ -90,16 +95,34 @@ class FactLedger:
     def snapshot(self) -> list[dict[str, Any]]:
         return [f.as_dict() for f in self._facts.values()]
 
+    def memo(self, key: Any, make: Callable[["FactLedger"], str]) -> str:
+        """`make(self)`, computed once until the ledger changes (`apply`): the facts rendered into a prompt
+        (one turn's narrator and auditor requests show the same ledger several times). Facts change only
+        through `apply`."""
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = make(self)
+        return got
+
     def render_active(self) -> str:
         """`f_N: content` lines of the active facts (what auditors and the narrator see)."""
         return "\n".join(f"{f.id}: {f.content}" for f in self.active()) or "(none)"
 
     def copy(self) -> "FactLedger":
-        return FactLedger([LedgerFact(**f.as_dict()) for f in self._facts.values()])
+        """An independent ledger with the same facts (new fact objects), next id and duplicate-check cache
+        (a fact's content never changes); built directly, not through `__init__` (a copy per audited turn)."""
+        out = FactLedger.__new__(FactLedger)
+        out._facts = {fid: LedgerFact(f.id, f.content, f.active, f.added_turn, f.negated_turn)
+                      for fid, f in self._facts.items()}
+        out._norms = dict(self._norms)
+        out._next = self._next
+        out._memo = dict(self._memo)
+        return out
 
     # ---- writes ------------------------------------------------------------------
     def apply(self, diff: FactDiff, turn: int) -> AppliedDiff:
         """Negate first (ids refer to the pre-turn ledger), then add new facts."""
+        self._memo.clear()
         out = AppliedDiff()
         for fid in dict.fromkeys(diff.negate_facts):
             fact = self._facts.get(fid)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -93,7 +94,7 @@ class Prompter:
         return self._req(ROLE_OPENING, self.setup.narrator_model, "v1", NarratorResponse, run, 0,
                          player_role=run.spec.meta.player_role,
                          current_node=render.current_node(run.spec, run.node_idx),
-                         commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger))
+                         commitments=_commitments(run), facts=render.facts(run.ledger))
 
     def player(self, run: "EpisodeRun", turn: int) -> LLMRequest:
         """Only the visible transcript: never facts, commitments or trajectory nodes. Plain text; an
@@ -111,7 +112,7 @@ class Prompter:
     def _narrator_values(self, run: "EpisodeRun", player_input: str) -> dict[str, Any]:
         return dict(player_role=run.spec.meta.player_role, current_node=render.current_node(run.spec, run.node_idx),
                     trajectory=render.narrator_trajectory(run.spec, run.node_idx, self.setup.narrator_trajectory),
-                    commitments=render.commitments(run.spec, run.statuses), facts=render.facts(run.ledger),
+                    commitments=_commitments(run), facts=render.facts(run.ledger),
                     pending_updates=render.fact_diff(run.pending, run.ledger), player_input=player_input)
 
     def narrator(self, run: "EpisodeRun", turn: int, player_input: str) -> LLMRequest:
@@ -178,9 +179,9 @@ class Prompter:
         return dict(player_role=run.spec.meta.player_role, history=render.system_history(run.history),
                     player_input=player_input, narrator_text=narrator_text,
                     candidate_updates=render.fact_diff(diff, facts),
-                    trajectory=render.trajectory(run.spec, run.node_idx),
+                    trajectory=_trajectory(run),
                     current_node=render.current_node(run.spec, run.node_idx), facts=render.facts(facts),
-                    commitments=render.commitments(run.spec, run.statuses))
+                    commitments=_commitments(run))
 
     def _ref_conflict_values(self, run: "EpisodeRun", facts: FactLedger, player_input: str, narrator_text: str,
                              diff: FactDiff) -> dict[str, str]:
@@ -238,8 +239,29 @@ class Prompter:
         return self._aud(ROLE_COMMITMENT_STATUS, status_update_model(ids), run, turn,
                          player_role=run.spec.meta.player_role, facts=render.facts(run.ledger),
                          history=render.interaction_history(run.history),
-                         trajectory=render.trajectory(run.spec, run.node_idx, detail=False),
-                         commitments=render.commitments(run.spec, run.statuses, violation=False))
+                         trajectory=_trajectory(run, detail=False),
+                         commitments=_commitments(run, violation=False))
+
+
+def _memo(run: "EpisodeRun", key: tuple, make: Callable[[], str]) -> str:
+    got = run.render_memo.get(key)
+    if got is None:
+        got = run.render_memo[key] = make()
+    return got
+
+
+def _trajectory(run: "EpisodeRun", detail: bool = True) -> str:
+    """`render.trajectory` of the run's spec at its node, rendered once per node (a turn's auditors ask it
+    several times)."""
+    return _memo(run, ("trajectory", run.node_idx, detail),
+                 lambda: render.trajectory(run.spec, run.node_idx, detail=detail))
+
+
+def _commitments(run: "EpisodeRun", violation: bool = True) -> str:
+    """`render.commitments` of the run's spec, rendered once per combination of tracked statuses (the key
+    holds every status the text shows, so a changed status renders anew)."""
+    key = ("commitments", violation, tuple(run.statuses[c.id]["status"] for c in run.spec.commitments))
+    return _memo(run, key, lambda: render.commitments(run.spec, run.statuses, violation=violation))
 
 
 def _reask(sampling: Sampling, depth: int) -> Sampling:

@@ -27,10 +27,14 @@ def ref_turn(ex: Exchange) -> int:
 
 
 def facts(ledger: FactLedger, empty: str = "(none)") -> str:
-    return "\n".join(f"- {f.id}: {f.content}" for f in ledger.active()) or empty
+    return ledger.memo((facts, empty), lambda lg: "\n".join(f"- {f.id}: {f.content}" for f in lg.active()) or empty)
 
 
 def checker_facts(ledger: FactLedger) -> str:
+    return ledger.memo(checker_facts, _checker_facts)
+
+
+def _checker_facts(ledger: FactLedger) -> str:
     lines = [f"- {f.id.strip() or 'f_?'}: {f.content.strip() or '(empty)'}" for f in ledger.active()]
     return "\n".join(lines) or "(No explicit fact data available)"
 

@@ -26,7 +26,11 @@ class Exchange:
 
 
 def facts(ledger: FactLedger) -> str:
-    """Active facts, one `- f_N: text` line each."""
+    """Active facts, one `- f_N: text` line each (rendered once per state of the ledger)."""
+    return ledger.memo(facts, _facts)
+
+
+def _facts(ledger: FactLedger) -> str:
     return "\n".join(f"- {f.id}: {f.content}" for f in ledger.active()) or "(none)"
 
 

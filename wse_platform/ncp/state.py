@@ -127,6 +127,8 @@ class EpisodeRun:
     invalid_message: str | None = None
     failed_turn: int | None = None
     failed_kind: str | None = None
+    # prompt blocks rendered from the spec and a state that repeats within a turn (`prompter.py`), by that state
+    render_memo: dict[Any, str] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def start(cls, spec: NarrativeSpec, model: str, arch: str, auditor_id: str,

@@ -22,7 +22,7 @@ import os
 import re
 import string
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
@@ -53,23 +53,55 @@ class Prompt:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def placeholders(self) -> set[str]:
+        return set(self._compiled[0])
+
+    @cached_property
+    def _compiled(self) -> tuple[frozenset[str], tuple[tuple[str, tuple[tuple[bool, str], ...] | None], ...]]:
+        """The placeholder names and each section split once into (is_name, literal or name) pieces, in
+        the order `string.Template.substitute` fills them (`$$` is a literal `$`); a section with an
+        invalid `$` is None and rendered by `string.Template` itself (which raises as before). Computed
+        once per prompt (a frozen dataclass: kept in the instance's __dict__), not per request."""
         names: set[str] = set()
-        for _, text in self.sections:
+        sections = []
+        for role, text in self.sections:
+            pieces: list[tuple[bool, str]] | None = []
+            pos = 0
             for m in string.Template.pattern.finditer(text):
                 name = m.group("named") or m.group("braced")
                 if name:
                     names.add(name)
-        return names
+                if pieces is None:
+                    continue
+                if m.start() > pos:
+                    pieces.append((False, text[pos:m.start()]))
+                if name is not None:
+                    pieces.append((True, name))
+                elif m.group("escaped") is not None:
+                    pieces.append((False, string.Template.delimiter))
+                else:   # invalid: string.Template raises the error naming line and column
+                    pieces = None
+                    continue
+                pos = m.end()
+            if pieces is not None and pos < len(text):
+                pieces.append((False, text[pos:]))
+            sections.append((role, tuple(pieces) if pieces is not None else None))
+        return frozenset(names), tuple(sections)
 
     def render(self, **values: object) -> list[dict[str, str]]:
         """Chat messages with every placeholder filled; a missing value is an error naming it."""
-        missing = self.placeholders() - values.keys()
+        names, sections = self._compiled
+        missing = names - values.keys()
         if missing:
             raise PromptError(f"prompt {self.id} ({self.path}) needs values for {sorted(missing)}")
-        return [
-            {"role": role, "content": string.Template(text).substitute({k: str(v) for k, v in values.items()})}
-            for role, text in self.sections
-        ]
+        filled = {k: str(values[k]) for k in names}
+        out = []
+        for (role, pieces), (_, text) in zip(sections, self.sections):
+            if pieces is None:
+                content = string.Template(text).substitute({k: str(v) for k, v in values.items()})
+            else:
+                content = "".join(filled[x] if is_name else x for is_name, x in pieces)
+            out.append({"role": role, "content": content})
+        return out
 
 
 def _search_dirs(extra: str | os.PathLike[str] | None) -> list[Path]:
