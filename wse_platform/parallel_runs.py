@@ -17,11 +17,21 @@ Runs past their requests (issue 24 item 1). A cell run spends seconds after its 
 (judging replays of cached answers, aggregates, checks) in which its worker sends nothing, and
 cells started together finish together, the slowest conversation of a cell last. So `parallel`
 bounds the runs still *sending*, not the runs: a run counts as past its requests once its worker
-had an answer from a model since the run started, none for `QUIET_S`, and has at most
-`FEW_IN_FLIGHT` calls in flight (the worker's `progress.Tally` publishes when its last answer from
-a model came, its calls in flight and which run it executes: `progress.Shared`); the next planned
-run then starts in one of `spare` extra worker processes while the other finishes. A run that never had an answer
-from a model (fully cached, a table) counts as sending until it ends, as before. The per-backend
+had an answer from a model since the run started and either
+- its calls in flight fell to a small share of the most it had in flight (at most
+  max(`FEW_IN_FLIGHT`, `LOW_SHARE` × its peak), a peak of at least `PEAK_MIN`) and stayed there for
+  `LOW_HOLD_S`: its last conversations are out, their answers still arriving; or
+- it had no answer for `QUIET_S` and has at most `FEW_IN_FLIGHT` calls in flight (a run that never
+  had many in flight);
+(the worker's `progress.Tally` publishes when its last answer from a model came, its calls in flight,
+the most it had in flight since the run started and which run it executes: `progress.Shared`); the
+next planned run then starts in one of `spare` extra worker processes while the other finishes.
+The first rule is what keeps the fleet busy between waves of cells: cells started together end
+together, and under the second rule alone the next cells started only ~1.5 s after the last answer
+of the previous ones (and then needed 1-2 s to their first requests), so a 256-slot fleet idled
+between waves (WSE h3 at 256 slots: 8 cells, then 4). A run that counted as past and sends many
+again (a later phase) counts as sending again; the runs started meanwhile keep running. A run that
+never had an answer from a model (fully cached, a table) counts as sending until it ends. The per-backend
 run limit counts sending runs too; the per-endpoint in-flight limit is the client's and holds
 for every process whatever the number of runs. Worker processes (`wse_platform.workers`) are forks of
 a template process that loaded the definitions when the command started; they are started ahead of
@@ -47,6 +57,9 @@ from wse_platform.workers import Workers, run_step, start_template
 SERVER_BACKENDS = ("litellm",)  # backends whose cells gain from running side by side
 QUIET_S = float(os.environ.get("WSE_RUN_QUIET_S", "1.5"))  # no answer from a model for this long ...
 FEW_IN_FLIGHT = 2   # ... and at most this many calls in flight: the run is past (or at the end of) its requests
+LOW_SHARE = float(os.environ.get("WSE_RUN_LOW_SHARE", "0.15"))   # or at most this share of its peak in flight ...
+LOW_HOLD_S = float(os.environ.get("WSE_RUN_LOW_HOLD_S", "0.3"))  # ... for this long (the run's stragglers)
+PEAK_MIN = 4 * FEW_IN_FLIGHT   # ... when it had at least this many in flight (else a share means nothing)
 
 
 def default_spare(parallel: int) -> int:
@@ -55,19 +68,39 @@ def default_spare(parallel: int) -> int:
     return max(0, int(value)) if value.isdigit() else max(1, parallel // 2)
 
 
-def still_sending(running: Sequence[int], states: dict[int, tuple[int, int, int]], now_ms: int,
-                  quiet_s: float | None = None) -> set[int]:
+def still_sending(running: Sequence[int], states: dict[int, tuple[int, ...]], now_ms: int,
+                  quiet_s: float | None = None, low_since: dict[int, int] | None = None) -> set[int]:
     """The running runs (planned indices) that count as sending requests (see the module doc): all but
-    those whose worker (`states[i]` = (run started at, last answer from a model (ms), calls in flight))
-    had an answer from a model since the run started, none for `quiet_s`, and has at most
-    `FEW_IN_FLIGHT` calls in flight (the slowest conversations of a cell, or none)."""
+    those whose worker (`states[i]` = (run started at, last answer from a model (ms), calls in flight,
+    the most in flight since the run started)) had an answer from a model since the run started and
+    either has been at most `low_in_flight(peak)` in flight for `LOW_HOLD_S` (its last conversations)
+    or had none for `quiet_s` with at most `FEW_IN_FLIGHT` calls in flight (the slowest conversations
+    of a cell, or none). `low_since` (kept by the caller from one call to the next): run -> when it
+    was first seen that low; updated here."""
     quiet_s = QUIET_S if quiet_s is None else quiet_s
+    low_since = {} if low_since is None else low_since
     out = set()
     for i in running:
-        started, last, in_flight = states.get(i, (0, 0, 0))
-        if last <= started or now_ms - last < quiet_s * 1000 or in_flight > FEW_IN_FLIGHT:
+        started, last, in_flight, *rest = states.get(i, (0, 0, 0))
+        peak = rest[0] if rest else 0
+        answered = last > started
+        if answered and peak >= PEAK_MIN and in_flight <= low_in_flight(peak):
+            since = low_since.setdefault(i, now_ms)
+            if now_ms - since >= LOW_HOLD_S * 1000:
+                continue   # its stragglers: past its requests
+        else:
+            low_since.pop(i, None)
+        if not answered or now_ms - last < quiet_s * 1000 or in_flight > FEW_IN_FLIGHT:
             out.add(i)
+    for i in list(low_since):
+        if i not in running:
+            del low_since[i]
     return out
+
+
+def low_in_flight(peak: int) -> int:
+    """Calls in flight at which a run that had `peak` in flight is down to its stragglers."""
+    return max(FEW_IN_FLIGHT, int(LOW_SHARE * peak))
 
 
 # cells at once: their conversations fill the endpoints' slots this many times over. A cell's width
@@ -195,10 +228,10 @@ def side_runs(steps: Sequence, deps: list[set[int]]) -> set[int]:
     return {i for i, st in enumerate(steps) if st.partition_key is None and i not in needed}
 
 
-def held_back(steps: Sequence, running: Sequence[int], states: dict[int, tuple[int, int, int]], now_ms: int,
+def held_back(steps: Sequence, running: Sequence[int], states: dict[int, tuple[int, ...]], now_ms: int,
               submitted: dict[int, int], hold_max_s: float | None = None) -> bool:
     """Whether a side run (`side_runs`) waits before it starts: while a running cell run has had no answer
-    from a model yet (`states[i]` = (started at, last answer (ms), calls in flight), as `still_sending`)
+    from a model yet (`states[i]` = (started at, last answer (ms), ...), as `still_sending`)
     and was submitted (`submitted[i]`, ms) less than `hold_max_s` ago. A cell's start (its run, the asset's set-up up to its first
     requests) and a side run's plots compete for the same cores; nothing in the command reads a side run
     until the tables at its end, whose own inputs are the cells, so its rows do not depend on when it
@@ -209,7 +242,7 @@ def held_back(steps: Sequence, running: Sequence[int], states: dict[int, tuple[i
         if steps[i].partition_key is None:
             continue
         since = submitted.get(i, now_ms)
-        started, last, _ = states.get(i, (since, 0, 0))
+        started, last = states.get(i, (since, 0))[:2]
         if last <= max(started, since) and now_ms - since < hold_max_s * 1000:
             return True
     return False
@@ -265,6 +298,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
     deps = step_dependencies(defs, steps)
     side = side_runs(steps, deps)
     submitted: dict[int, int] = {}   # planned index -> when this command submitted it (ms, `_now_ms`)
+    low_since: dict[int, int] = {}   # running index -> since when it has few in flight (`still_sending`)
     limits = {b: max(1, int(n)) for b, n in settings.concurrency.items()}
     backends = [step_backend(settings, s.partition_key) for s in steps]
     report = RunReport()
@@ -324,7 +358,7 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                 guard.stopped = moved
             if not stop.signal_name and not guard.stopped:
                 states = shared.run_states() if shared is not None else {}
-                sending = (still_sending(list(running.values()), states, _now_ms())
+                sending = (still_sending(list(running.values()), states, _now_ms(), low_since=low_since)
                            if shared is not None else set(running.values()))
                 hold = shared is not None and held_back(steps, list(running.values()), states, _now_ms(), submitted)
                 in_use: dict[str, int] = {}
@@ -351,8 +385,13 @@ def execute_parallel(defs, steps: Sequence, instance, settings: Settings, parall
                     pool.warm(len(running), workers)
             if not running:
                 break
-            done, _ = wait(list(running), timeout=0.25 if shared is not None and pending else 0.5,
-                           return_when=FIRST_COMPLETED)
+            timeout = 0.25 if shared is not None and pending else 0.5
+            if pending and low_since:   # a run's hold (`LOW_HOLD_S`) ends before the next look: look then
+                now, hold_ms = _now_ms(), LOW_HOLD_S * 1000
+                due = [since + hold_ms - now for since in low_since.values() if now - since < hold_ms]
+                if due:
+                    timeout = min(timeout, max(0.02, (min(due) + 5) / 1000))
+            done, _ = wait(list(running), timeout=timeout, return_when=FIRST_COMPLETED)
             for fut in done:
                 i = running.pop(fut)
                 try:

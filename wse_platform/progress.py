@@ -21,9 +21,10 @@ total was done since the last line (at most one line per 2 s), and a last line a
   own slot of a small shared-memory array (`Shared`: one writer per slot, no lock across
   processes) that the command sums. Each slot also holds the time of that process's last answer
   from a model (`last_live_ms`, CLOCK_MONOTONIC, the same clock in every process), its calls in
-  flight to a model (the client's `TALLY.sending` around each backend call) and which planned
-  run the process executes since when (`Shared.runs`), so `parallel_runs` can tell a run that is
-  past its requests (judging replays from the cache, aggregates, checks) from one still sending.
+  flight to a model (the client's `TALLY.sending` around each backend call), the most it had in
+  flight since its current run started (`peak_in_flight`) and which planned run the process executes
+  since when (`Shared.runs`), so `parallel_runs` can tell a run that is past its requests (its last
+  conversations' answers, judging replays from the cache, aggregates, checks) from one still sending.
 
 Throughput counts requests answered by a model (not the cache); the ETA divides what remains by it
 (by the rate of all requests until a model answered one).
@@ -40,7 +41,7 @@ EVERY_FRACTION = 0.05   # ... or when this share of the total was done since the
 MIN_GAP_S = 2.0         # ... but never two lines closer than this
 POLL_S = 1.0
 TAG = "wse/planned_requests"
-FIELDS = 5              # per shared slot: done, cached, failed, last_live_ms, in_flight
+FIELDS = 6              # per shared slot: done, cached, failed, last_live_ms, in_flight, peak_in_flight
 
 
 def now_ms() -> int:
@@ -65,6 +66,7 @@ class Tally:
         self.done = self.cached = self.failed = 0
         self.last_live_ms = 0               # when a model (not the cache) last answered (`now_ms`)
         self.in_flight = 0                  # calls sent to a model and not answered yet
+        self.peak_in_flight = 0             # the most in flight since `new_run` (the process's current run)
         self._slot: tuple | None = None     # (shared array, first index)
         self.slot: int | None = None        # the shared slot published to
 
@@ -84,9 +86,19 @@ class Tally:
         """`n` calls more (less, when negative) in flight to a model in this process."""
         with self._lock:
             self.in_flight += n
+            if self.in_flight > self.peak_in_flight:
+                self.peak_in_flight = self.in_flight
             if self._slot is not None:
                 arr, i = self._slot
-                arr[i + 4] = self.in_flight
+                arr[i + 4], arr[i + 5] = self.in_flight, self.peak_in_flight
+
+    def new_run(self) -> None:
+        """A new run starts in this process: its peak in flight counts from now."""
+        with self._lock:
+            self.peak_in_flight = self.in_flight
+            if self._slot is not None:
+                arr, i = self._slot
+                arr[i + 5] = self.peak_in_flight
 
     def counts(self) -> Counts:
         return Counts(self.done, self.cached, self.failed)
@@ -99,7 +111,7 @@ class Tally:
             if self._slot is not None:
                 i = FIELDS * slot
                 arr[i], arr[i + 1], arr[i + 2], arr[i + 3] = self.done, self.cached, self.failed, self.last_live_ms
-                arr[i + 4] = self.in_flight
+                arr[i + 4], arr[i + 5] = self.in_flight, self.peak_in_flight
 
 
 TALLY = Tally()
@@ -130,11 +142,11 @@ class Shared:
     def worker_args(self) -> tuple:
         return self.arr, self.next_slot, self.slots, self.runs
 
-    def run_states(self) -> dict[int, tuple[int, int, int]]:
+    def run_states(self) -> dict[int, tuple[int, int, int, int]]:
         """Planned run index -> (started at, last answer from a model in that process (ms, `now_ms`),
-        calls in flight to a model there)."""
+        calls in flight to a model there, the most in flight there since the run started)."""
         a, r = self.arr[:], self.runs[:]
-        return {r[2 * s] - 1: (r[2 * s + 1], a[FIELDS * s + 3], a[FIELDS * s + 4])
+        return {r[2 * s] - 1: (r[2 * s + 1], a[FIELDS * s + 3], a[FIELDS * s + 4], a[FIELDS * s + 5])
                 for s in range(self.slots) if r[2 * s] > 0}
 
 
@@ -146,6 +158,7 @@ def running(index: int | None) -> None:
     if not _RUNS or TALLY.slot is None:
         return
     runs, i = _RUNS[0], 2 * TALLY.slot
+    TALLY.new_run()
     runs[i + 1] = now_ms()
     runs[i] = 0 if index is None else index + 1
 

@@ -69,6 +69,33 @@ def test_which_runs_count_as_sending():
               5: (1_000, 5_000, 2),    # its two slowest calls still out: at the end of its requests
               6: (1_000, 5_000, 3)}    # quiet for 2 s but 3 calls in flight (a stalled process): sending
     assert still_sending([0, 1, 2, 3, 4, 5, 6], states, 7_000, quiet_s=1.5) == {1, 2, 3, 4, 6}   # 4: no slot yet
+    with_peaks = {i: (*st, 0) for i, st in states.items()}   # a peak published: the same answers
+    assert still_sending([0, 1, 2, 3, 4, 5, 6], with_peaks, 7_000, quiet_s=1.5) == {1, 2, 3, 4, 6}
+
+
+def test_a_run_down_to_its_stragglers_counts_as_past_while_answers_still_arrive():
+    """Answers keep arriving (the last one 0.1 s ago) but the run has 4 of its peak 40 calls in flight
+    (its last conversations): past its requests once that lasted `LOW_HOLD_S` (0.3 s). The old rule
+    (quiet for 1.5 s, at most 2 in flight) kept it sending until 1.5 s after its very last answer."""
+    low: dict[int, int] = {}
+    def states(now: int, in_flight: int, peak: int = 40, last_ago: int = 100) -> dict:
+        return {0: (1_000, now - last_ago, in_flight, peak)}
+    assert still_sending([0], states(9_000, 4), 9_000, quiet_s=1.5, low_since=low) == {0}    # just got low
+    assert still_sending([0], states(9_200, 5), 9_200, quiet_s=1.5, low_since=low) == {0}    # 0.2 s low
+    assert still_sending([0], states(9_300, 3), 9_300, quiet_s=1.5, low_since=low) == set()  # 0.3 s: past
+    assert still_sending([0], states(9_400, 7), 9_400, quiet_s=1.5, low_since=low) == {0}    # 7 > 15 % of 40: sending
+    assert still_sending([0], states(9_500, 2), 9_500, quiet_s=1.5, low_since=low) == {0}    # the hold starts anew
+    assert still_sending([0], states(9_800, 2), 9_800, quiet_s=1.5, low_since=low) == set()
+    assert still_sending([], {}, 9_900, low_since=low) == set() and low == {}               # ended: forgotten
+    # not past: a peak too small for a share to mean anything, no answer in this run, or still many out
+    for st in ({0: (1_000, 8_900, 2, 3)}, {0: (1_000, 900, 1, 40)}, {0: (1_000, 8_900, 12, 40)}):
+        low.clear()
+        assert still_sending([0], st, 9_000, quiet_s=1.5, low_since=low) == {0}
+        assert still_sending([0], st, 9_500, quiet_s=1.5, low_since=low) == {0}, st
+    # a larger peak: a larger share (15 % of 200 = 30 in flight)
+    low.clear()
+    still_sending([0], {0: (1_000, 8_900, 30, 200)}, 9_000, quiet_s=1.5, low_since=low)
+    assert still_sending([0], {0: (1_000, 9_200, 30, 200)}, 9_400, quiet_s=1.5, low_since=low) == set()
 
 
 def marking_definitions(*_args) -> Definitions:

@@ -65,7 +65,7 @@ def test_counts_are_taken_from_the_start_of_a_reporter_and_summed_over_shared_sl
     tally.publish(shared.arr, 0)               # counts so far are published at once
     tally.add(True, False)
     tally.add(False, True)
-    shared.arr[5:8] = [5, 1, 0]                # a worker's slot (FIELDS = 5 per slot)
+    shared.arr[progress.FIELDS:progress.FIELDS + 3] = [5, 1, 0]   # a worker's slot (FIELDS per slot)
     assert shared.counts() == Counts(8, 2, 1)
     r = Reporter("p", shared.counts, None, lambda _: None)
     tally.add(True, False)
