@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -83,26 +82,11 @@ def first_request(code: Path, bench: str, args, keep: bool = False) -> dict:
         port = fleet.free_port()
         log = folder / "sequences.jsonl"
         log.write_text("")
-        server = subprocess.Popen([sys.executable, str(REPO / "bench" / "fleet_server.py"), "--port", str(port),
-                                   "--slots", str(args.slots), "--median", str(args.median), "--log", str(log)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = fleet.start_server(port, log, args.slots, args.median, quiet=True)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the fleet server did not start")
-                    time.sleep(0.1)
             cfg = fleet.config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
-                               (args.seeds, args.specs, args.stories), (args.horizon, args.t_max, args.k))
-            (folder / "dagster_home").mkdir()
-            env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(code),
-                   "PYTHONUNBUFFERED": "1"}
-            for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
-                env.pop(k, None)
+                               (args.seeds, args.specs, args.stories), (args.horizon, args.t_max, args.k), code)
+            env = fleet.cli_env(folder, code)
             if args.pycache:   # compiled modules kept (outside the checkouts) as a user's checkout keeps them
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
                 env["PYTHONPYCACHEPREFIX"] = str(Path(args.pycache).resolve())

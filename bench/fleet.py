@@ -202,6 +202,35 @@ class TreeCpu:
         return round(sum(self.seen.values()) / os.sysconf("SC_CLK_TCK"), 1)
 
 
+def start_server(port: int, log: Path, slots: int, median: float, sigma: float = 0.8, seed: int = 0,
+                 quiet: bool = False) -> subprocess.Popen:
+    """`bench/fleet_server.py` on `port`, logging each sequence to `log`, once it accepts connections."""
+    out = subprocess.DEVNULL if quiet else None
+    server = subprocess.Popen([sys.executable, str(REPO / "bench" / "fleet_server.py"), "--port", str(port),
+                               "--slots", str(slots), "--median", str(median), "--sigma", str(sigma),
+                               "--log", str(log), "--seed", str(seed)], stdout=out, stderr=out)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.terminate()
+                raise RuntimeError("the fleet server did not start")
+            time.sleep(0.1)
+
+
+def cli_env(folder: Path, code: Path) -> dict:
+    """The environment of a `wse` command on `folder` (its own Dagster home) running the checkout `code`."""
+    env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(code),
+           "PYTHONUNBUFFERED": "1"}
+    for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
+        env.pop(k, None)
+    (folder / "dagster_home").mkdir(exist_ok=True)
+    return env
+
+
 def run_one(bench: str, args, root: Path) -> dict:
     code = Path(args.code).resolve() if args.code else REPO   # the platform code under test (the bench's own by default)
     folder = root / bench
@@ -209,28 +238,13 @@ def run_one(bench: str, args, root: Path) -> dict:
     port = free_port()
     log = folder / "sequences.jsonl"
     log.write_text("")
-    server = subprocess.Popen([sys.executable, str(REPO / "bench" / "fleet_server.py"), "--port", str(port),
-                               "--slots", str(args.slots), "--median", str(args.median), "--sigma", str(args.sigma),
-                               "--log", str(log), "--seed", str(args.seed)])
+    server = start_server(port, log, args.slots, args.median, args.sigma, args.seed)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the fleet server did not start")
-                time.sleep(0.2)
         cfg = config(folder, f"http://127.0.0.1:{port}/v1", args.slots, bench, args.stride,
                      (args.seeds, args.specs, args.stories), (args.horizon, args.t_max, args.k), code)
-        env = {**os.environ, "DAGSTER_HOME": str(folder / "dagster_home"), "PYTHONPATH": str(code),
-               "PYTHONUNBUFFERED": "1"}
+        env = cli_env(folder, code)
         if args.spare is not None:
             env["WSE_SPARE_RUNS"] = str(args.spare)
-        for k in ("WSE_CONFIG", "WSE_WAREHOUSE", "WSE_CACHE_DIR", "WSE_ARTIFACTS_DIR"):
-            env.pop(k, None)
-        (folder / "dagster_home").mkdir(exist_ok=True)
         # --py-spy: the CLI and every worker sampled (bench/cpu_components.py reads the file); the tree's
         # CPU then includes py-spy's own
         spy = ["py-spy", "record", "--subprocesses", "--rate", "10", "--format", "raw", "--nonblocking", "-o",
