@@ -39,24 +39,11 @@ TICK = os.sysconf("SC_CLK_TCK")
 def tree_cpu(root: int, by_process: dict | None = None) -> float:
     """CPU seconds (user + system) of `root` and its descendants now (Linux /proc); `by_process` gets
     pid -> (its role: cli, template (the fork server), worker, other; CPU s)."""
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                f = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(d)] = (int(f[1]), int(f[11]) + int(f[12]))
-    tree, grew = {root}, True
-    while grew:
-        new = {p for p, (pp, _) in parent.items() if pp in tree and p not in tree}
-        tree |= new
-        grew = bool(new)
+    parent, tree = fleet.process_tree(root)
     if by_process is not None:
         for p in tree:
-            if p in parent:
-                by_process[p] = (_role(p, root, parent), parent[p][1] / TICK)
-    return sum(parent[p][1] for p in tree if p in parent) / TICK
+            by_process[p] = (_role(p, root, parent), parent[p][1] / TICK)
+    return sum(parent[p][1] for p in tree) / TICK
 
 
 def _role(pid: int, root: int, parent: dict) -> str:

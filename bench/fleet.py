@@ -160,6 +160,25 @@ def _proc_cpu(pid: int) -> float | None:
         return None
 
 
+def process_tree(root: int) -> tuple[dict[int, tuple[int, int]], set[int]]:
+    """Every process now (Linux /proc): pid -> (parent pid, CPU ticks user + system), and the pids of `root`
+    and its descendants that are in it."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, grew = {root}, True
+    while grew:
+        new = {p for p, (pp, _) in parent.items() if pp in tree and p not in tree}
+        tree |= new
+        grew = bool(new)
+    return parent, {p for p in tree if p in parent}
+
+
 class TreeCpu:
     """CPU seconds of a process and all its descendants, sampled from /proc every `every` s (a thread).
 
@@ -175,22 +194,9 @@ class TreeCpu:
         self.thread.start()
 
     def _sample(self) -> None:
-        parent = {}
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                parent[int(d)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-        tree, grew = {self.pid}, True
-        while grew:
-            new = {p for p, (pp, _) in parent.items() if pp in tree and p not in tree}
-            tree |= new
-            grew = bool(new)
+        parent, tree = process_tree(self.pid)
         for p in tree:
-            if p in parent:
-                self.seen[p] = max(self.seen.get(p, 0), parent[p][1])
+            self.seen[p] = max(self.seen.get(p, 0), parent[p][1])
 
     def _loop(self) -> None:
         while not self.stop.wait(self.every):
