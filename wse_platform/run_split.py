@@ -22,6 +22,12 @@ MIN_KEYS = 4   # a run with fewer assets is not worth a second run's own cost (~
 RUN_WEIGHT = "wse/run_weight"   # definition metadata: an asset's relative time in a run (`_weights`)
 
 
+def weight_metadata(weights: dict, name: str) -> dict:
+    """The definition metadata that gives asset `name` its weight in `weights` (none when it has none: it
+    then counts as the mean of the others, `_weights`)."""
+    return {RUN_WEIGHT: weights[name]} if name in weights else {}
+
+
 def default_ways(parallel: int) -> int:
     """Runs the final tables are cut into: the machine's cores, at most `parallel`, at most 4."""
     return max(1, min(parallel, os.cpu_count() or 1, 4))

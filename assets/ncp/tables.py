@@ -12,7 +12,7 @@ from wse_platform.config import Settings
 from wse_platform.metrics.ncp import (auditor_ablation_table, auditor_sensitivity, genre_table,
                                       human_baseline_table, summary_table, survival_table)
 from wse_platform.ncp.plots import plot_survival
-from wse_platform.run_split import RUN_WEIGHT
+from wse_platform.run_split import weight_metadata
 
 GROUP = "ncp_bench"
 METRICS_CODE = ("wse_platform/metrics/ncp.py",)
@@ -26,7 +26,7 @@ RUN_WEIGHTS = {"ncp_survival": 0.18, "ncp_auditor_sensitivity": 0.12, "ncp_genre
 
 
 def _weight(name: str) -> dict:
-    return {RUN_WEIGHT: RUN_WEIGHTS[name]}
+    return weight_metadata(RUN_WEIGHTS, name)
 
 
 def _episodes(wh, table: str = "ncp_episodes"):

@@ -15,7 +15,7 @@ from assets.versioning import code_version
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
 from wse_platform.dagster_private import latest_materialization_ids
-from wse_platform.run_split import RUN_WEIGHT
+from wse_platform.run_split import weight_metadata
 from wse_platform.wse import tables as T
 from wse_platform.wse import figures as F
 from wse_platform.wse.plots import (
@@ -96,15 +96,15 @@ RUN_WEIGHTS = {"wse_cell_metrics": 0.85, "wse_pareto": 0.67, "wse_source_family"
 
 
 def _kw(name: str, description: str, deps, code) -> dict:
-    return {"group_name": GROUP, "kinds": {"duckdb"}, "description": description, "deps": deps,
-            "code_version": code_version(*code), "metadata": {RUN_WEIGHT: RUN_WEIGHTS.get(name, 1.0)}}
+    return {"name": name, "group_name": GROUP, "kinds": {"duckdb"}, "description": description, "deps": deps,
+            "code_version": code_version(*code), "metadata": weight_metadata(RUN_WEIGHTS, name)}
 
 
 def build(settings: Settings, parts: BenchmarkPartitions) -> list:
     if parts.wse is None:
         return []
 
-    @asset(name="wse_cell_metrics", **_kw("wse_cell_metrics",
+    @asset(**_kw("wse_cell_metrics",
         "One row per model × architecture: n trajectories, G (generation coverage), C_obs / C_adj "
         "(Kaplan–Meier consistency over the horizon, with/without credit for unsupported steps), R (mean "
         "richness over trajectories with a narrative), failures by component and story endings. Plots: "
@@ -122,7 +122,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
             "richness_judge": str(info["richness_judge_id"]),
             "cells_without_C_obs": int(df["C_obs"].null_count())})
 
-    @asset(name="wse_architecture_contrasts", **_kw("wse_architecture_contrasts",
+    @asset(**_kw("wse_architecture_contrasts",
         "Architecture contrasts B2−B1, B3−B1, B3−B2, WMEM on−off, WMOD on−off (ΔG, ΔC_obs, ΔC_adj, ΔR), "
         "averaged over the other factors with models weighted equally, with 95 % hierarchical bootstrap "
         "intervals (worlds, then EpisodeSeeds within worlds; models fixed; wse.bootstrap_draws draws, "
@@ -137,7 +137,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "wse_architecture_contrasts", df, extra_metadata={
             "bootstrap_draws": params.bootstrap_draws, "bootstrap_seed": params.bootstrap_seed})
 
-    @asset(name="wse_pareto", **_kw("wse_pareto",
+    @asset(**_kw("wse_pareto",
         "One row per cell and consistency axis (C_adj or C_obs, against R): non-dominated, supported "
         "(on the upper concave envelope, i.e. best for some positive weighting) and, for unsupported "
         "non-dominated cells, the R gap below the chord of the neighbouring supported cells. Plots: "
@@ -152,7 +152,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         plots["fig7_c_obs_vs_c_adj"] = _save(s, "wse_fig7", F.fig7_png(cells))
         return write_table(wh, "wse_pareto", df, plots=plots, settings=s)
 
-    @asset(name="wse_scaling_fit", **_kw("wse_scaling_fit",
+    @asset(**_kw("wse_scaling_fit",
         "OLS fits Y = α + β·log2(P) (P = params_b from the config) of G, C_obs and R (model means over "
         "architectures) within each model family with at least 3 models, plus one leave-one-out refit per "
         "model, and metric C_obs_pooled: Consistency from one Kaplan–Meier per model over all its "
@@ -173,7 +173,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "wse_scaling_fit", df, plots=plots, settings=s,
                            extra_metadata={"note": note or "fitted"})
 
-    @asset(name="wse_source_family", **_kw("wse_source_family",
+    @asset(**_kw("wse_source_family",
         "Paper Table 7 by source family (DraCor, ITP, Smallville): C_obs and C_adj (cell averages, models "
         "weighted equally) with bootstrap intervals (worlds resampled within family, then seeds), the "
         "DraCor − ITP and DraCor − Smallville contrasts, leave-one-play-out rows, observed steps, "
@@ -194,7 +194,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                            plots={"family_models": _save(s, "wse_family_models", family_models_png(df)),
                                   "fig15_leave_one_play_out": _save(s, "wse_fig15", F.fig15_png(df))}, settings=s)
 
-    @asset(name="wse_horizon_sensitivity", **_kw("wse_horizon_sensitivity",
+    @asset(**_kw("wse_horizon_sensitivity",
         "G_h, C_obs(h) and C_adj(h) recomputed from the same trajectories truncated at h = 5, 10, 15, 20 "
         "(up to the horizon, plus the horizon itself), overall and per model, with the share of first "
         "contradictions (by step H) that appeared by step 10; scope all, group (model group = panel) and "
@@ -210,7 +210,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         return write_table(wh, "wse_horizon_sensitivity", df, settings=s, plots={
             "fig9_horizon": _save(s, "wse_fig9", F.fig9_png(frame, info["horizon"], groups, df))})
 
-    @asset(name="wse_first_violations", **_kw("wse_first_violations",
+    @asset(**_kw("wse_first_violations",
         "At each trajectory's first contradiction: table_kind=category — the violation category agreed by "
         "≥ 2 judges (paper Table 5) — and table_kind=commitment_source — where the contradicted fact was "
         "established: initial_world / opening / earlier_narrative / current_narrative / unresolved (Table "
@@ -225,7 +225,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         df = T.first_violations(frame, wh.query("SELECT * FROM wse_consistency_steps"), info, params)
         return write_table(wh, "wse_first_violations", df)
 
-    @asset(name="wse_generation_failures", **_kw("wse_generation_failures",
+    @asset(**_kw("wse_generation_failures",
         "Paper Table 3: per component (centralized_ca in B2, distributed_ca in B3, world_model with WMOD, "
         "world_memory_agent with WMEM, story_agent always, and any), failures over the trajectories where "
         "the component is enabled, median failure step, and the narrative steps lost after World Memory "
@@ -256,7 +256,7 @@ def _labels(settings: Settings):
 def build_more() -> list:
     """The failure-kind, agreement, precursor, robustness and validation tables."""
 
-    @asset(name="wse_failure_kinds", **_kw("wse_failure_kinds",
+    @asset(**_kw("wse_failure_kinds",
         "Failures per role and error kind (invalid_json, schema_violation, truncated = cut by the token "
         "budget, backend_error ...). source=outputs: outputs recorded as failures after all retries "
         "(generation steps and judge votes), overall / per model group / per model; source=attempts: invalid "
@@ -280,7 +280,7 @@ def build_more() -> list:
         return write_table(wh, "wse_failure_kinds", df, extra_metadata={
             "truncated_outputs": int(cut["n"].sum()) if cut.height else 0})
 
-    @asset(name="wse_judge_agreement", **_kw("wse_judge_agreement",
+    @asset(**_kw("wse_judge_agreement",
         "Inter-judge agreement of each consistency panel on steps where every member voted validly: "
         "kind=panel (Fleiss' κ, % unanimous steps, vote shares) and kind=pairwise (% agreement, Cohen's κ); "
         "overall and per model group.", VOTE_DEPS, METRIC_CODE))
@@ -291,7 +291,7 @@ def build_more() -> list:
                                T.TableParams.from_settings(settings.get()))
         return write_table(wh, "wse_judge_agreement", df)
 
-    @asset(name="wse_richness_agreement", **_kw("wse_richness_agreement",
+    @asset(**_kw("wse_richness_agreement",
         "Inter-judge agreement of each richness panel on trajectories where every member rated validly, per "
         "quantity (the three 1-5 breadth ratings, units per step, R): kind=pairwise (ratings: % exact, % within "
         "one point, quadratic-weighted κ; all: MAE, Pearson r) and kind=panel (ratings: Fleiss' κ, % unanimous, "
@@ -305,7 +305,7 @@ def build_more() -> list:
                                   [params.richness_judge_id])
         return write_table(wh, "wse_richness_agreement", df)
 
-    @asset(name="wse_precursor_audit", **_kw("wse_precursor_audit",
+    @asset(**_kw("wse_precursor_audit",
         "Paper Table 3, lower half: for each trajectory's first agreed contradiction, the conflicting claims "
         "are matched lexically against the player intent, Character Agent intents, World Model beats and "
         "memory views of that step and earlier; row_kind=trajectory (origin, first step, persisted) and "
@@ -324,7 +324,7 @@ def build_more() -> list:
         plots = {"precursor_origins": _save(s, "wse_precursor_origins", precursor_png(df))} if df.height else {}
         return write_table(wh, "wse_precursor_audit", df, plots=plots, settings=s)
 
-    @asset(name="wse_full_horizon_contrasts", **_kw("wse_full_horizon_contrasts",
+    @asset(**_kw("wse_full_horizon_contrasts",
         "Appendix C.3 / Fig. 10: architecture contrasts over seed-paired trajectories that both reach the "
         "horizon with valid scores (ΔC = difference of the % of steps before the first contradiction, ΔR); "
         "averaged within each model, then over the models of each group. Plot: Fig. 10 bars.", FRAME_DEPS,
@@ -339,7 +339,7 @@ def build_more() -> list:
                  if df.height else {})
         return write_table(wh, "wse_full_horizon_contrasts", df, plots=plots, settings=settings.get())
 
-    @asset(name="wse_cost_contrasts", **_kw("wse_cost_contrasts",
+    @asset(**_kw("wse_cost_contrasts",
         "Fig. 11: generation cost next to coverage from llm_calls (judge calls excluded): row_kind=cell "
         "(tokens and cost per trajectory and per observed step, G) and row_kind=contrast (the architecture "
         "contrasts of tokens, cost and G, also as within-model % changes; per model and per model group). "
@@ -354,7 +354,7 @@ def build_more() -> list:
                  "fig11_pct_changes": _save(s, "wse_fig11", F.fig11_png(df))} if df.height else {}
         return write_table(wh, "wse_cost_contrasts", df, plots=plots, settings=s)
 
-    @asset(name="wse_human_validation", **_kw("wse_human_validation",
+    @asset(**_kw("wse_human_validation",
         "Appendix B.5: agreement of the judge panels with human labels (CSV files in wse.human_labels; the "
         "shipped example when unset): consistency accuracy (design-weighted) and balanced accuracy against "
         "the panel's valid majority; richness MAE and Pearson r of R against the panel median, and per "
