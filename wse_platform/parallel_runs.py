@@ -81,8 +81,7 @@ def still_sending(running: Sequence[int], states: dict[int, tuple[int, ...]], no
     low_since = {} if low_since is None else low_since
     out = set()
     for i in running:
-        started, last, in_flight, *rest = states.get(i, (0, 0, 0))
-        peak = rest[0] if rest else 0
+        started, last, in_flight, peak = states.get(i, (0, 0, 0, 0))
         answered = last > started
         if answered and peak >= PEAK_MIN and in_flight <= low_in_flight(peak):
             since = low_since.setdefault(i, now_ms)
