@@ -19,6 +19,7 @@ the trajectory at the previous step (k - 1), reason missing_judge or no_majority
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import threading
@@ -616,11 +617,7 @@ def step_days(seed: EpisodeSeed, steps: pl.DataFrame) -> list[int | None]:
     every step when the rows carry no `new_day` column."""
     if "new_day" not in steps.columns:
         return [None] * steps.height
-    day, out = seed.time.day, []
-    for flag in steps["new_day"].to_list():
-        day += 1 if flag else 0
-        out.append(day)
-    return out
+    return _days(seed, steps["new_day"].to_list())
 
 
 def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
@@ -629,17 +626,22 @@ def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
 
     Every trajectory (also those with L = 0) is returned so the per-trajectory
     consistency table covers the whole cell. Narratives must form the prefix 1..L.
+    The narrated rows are sorted and grouped by seed once (issue 24: a filter and a sort per
+    trajectory cost ~0.5 ms each, 42 per cell and judging step).
     """
+    by_seed = _rows_by_seed(steps.filter(pl.col("narrative").is_not_null()).sort("seed_id", "step"))
+    with_days = "new_day" in steps.columns
     out = []
     for row in trajectories.sort("seed_id").iter_rows(named=True):
         sid = row["seed_id"]
         if sid not in seeds:
             raise ValueError(f"wse_trajectories: seed_id {sid!r} ({row['model']}, {row['arch']}) "
                              "is not in wse_episode_seeds")
-        mine = steps.filter((pl.col("seed_id") == sid) & pl.col("narrative").is_not_null()).sort("step")
+        mine = by_seed.get(sid, [])
+        days = _days(seeds[sid], [s["new_day"] for s in mine]) if with_days else [None] * len(mine)
         narrated = tuple(NarratedStep(step=s["step"], player_action=s["player_option"], narrative=s["narrative"],
                                       day=d)
-                         for s, d in zip(mine.iter_rows(named=True), step_days(seeds[sid], mine)))
+                         for s, d in zip(mine, days))
         if [s.step for s in narrated] != list(range(1, len(narrated) + 1)):
             raise ValueError(f"wse_trajectory_steps: seed {sid} ({row['model']}, {row['arch']}) has narrated "
                              f"steps {[s.step for s in narrated]}, expected 1..L")
@@ -651,6 +653,23 @@ def judged_trajectories(steps: pl.DataFrame, trajectories: pl.DataFrame,
     return out
 
 
+def _rows_by_seed(df: pl.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """The rows of `df` (as dicts, in its order) per seed id."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in df.iter_rows(named=True):
+        out.setdefault(r["seed_id"], []).append(r)
+    return out
+
+
+def _days(seed: EpisodeSeed, new_day: list[bool | None]) -> list[int]:
+    """`step_days` of one trajectory's narrated steps, from their new-day flags."""
+    day, out = seed.time.day, []
+    for flag in new_day:
+        day += 1 if flag else 0
+        out.append(day)
+    return out
+
+
 def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.DataFrame,
                                      judge: JudgePanel) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rebuild `wse_consistency_steps` and `wse_trajectory_consistency` of one cell from stored votes.
@@ -658,36 +677,39 @@ def consistency_tables_from_verdicts(verdicts: pl.DataFrame, trajectories: pl.Da
     Uses the same aggregation as the judging loop, so the derived tables can be rebuilt
     without calling a judge. `verdicts` are this judge configuration's rows of the cell;
     `trajectories` the cell's `wse_trajectories` rows. Missing or stale votes are an error
-    (naming the seed), never read as "consistent".
+    (naming the seed), never read as "consistent". The votes are sorted and grouped by seed and
+    step once (issue 24: a filter, a sort and a group-by per trajectory were ~3 ms each).
     """
     judge_id = judge.judge_id(CONSISTENCY_ROLE)
-    mine = verdicts.filter(pl.col("judge_config_id") == judge_id)
+    by_seed = _rows_by_seed(verdicts.filter(pl.col("judge_config_id") == judge_id)
+                            .sort("seed_id", "step", "judge_index"))
     step_rows: list[dict] = []
     traj_rows: list[dict] = []
     for tr in trajectories.sort("seed_id").iter_rows(named=True):
         sid, length = tr["seed_id"], tr["length"]
-        rows = mine.filter(pl.col("seed_id") == sid).sort("step", "judge_index")
+        rows = by_seed.get(sid, [])
         where = f"seed {sid} ({tr['model']}, {tr['arch']}, judge {judge_id})"
-        stale = set(rows["generation_version"].to_list()) - {tr["generation_version"]}
+        stale = {r["generation_version"] for r in rows} - {tr["generation_version"]}
         if stale:
             raise ValueError(f"wse_consistency_verdicts: {where} judged another generation ({sorted(stale)}) "
                              f"than the stored trajectory ({tr['generation_version']}); re-run the judge")
         majorities: list[str | None] = []
         reasons: list[str | None] = []
-        for step, group in rows.group_by("step", maintain_order=True):
-            step = step[0]
-            if group.height != judge.count or sorted(group["judge_index"].to_list()) != list(range(judge.count)):
+        for step, grouped in itertools.groupby(rows, key=lambda r: r["step"]):
+            group = list(grouped)
+            indices = [r["judge_index"] for r in group]
+            if len(group) != judge.count or sorted(indices) != list(range(judge.count)):
                 raise ValueError(f"wse_consistency_verdicts: {where} step {step} has judge indices "
-                                 f"{group['judge_index'].to_list()}, expected 0..{judge.count - 1}")
+                                 f"{indices}, expected 0..{judge.count - 1}")
             votes = [None if r["verdict"] is None else ConsistencyVerdict.model_construct(
                 verdict=r["verdict"], category=r["category"], prior_source=r["prior_source"],
-                prior_step=r["prior_step"]) for r in group.iter_rows(named=True)]
+                prior_step=r["prior_step"]) for r in group]
             agg = aggregate_step(votes, judge.count, step)
             step_rows.append({"judge_config_id": judge_id, "model": tr["model"], "arch": tr["arch"],
                               "seed_id": sid, **agg})
             majorities.append(agg["majority"])
             reasons.append(agg["no_verdict_reason"])
-        steps_seen = rows["step"].unique().sort().to_list()
+        steps_seen = sorted({r["step"] for r in rows}, key=lambda s: (s is not None, s))   # nulls first, as polars
         if steps_seen != list(range(1, len(steps_seen) + 1)):
             raise ValueError(f"wse_consistency_verdicts: {where} has judged steps {steps_seen}, expected 1..k")
         finished = len(majorities) == length or (majorities and majorities[-1] != "consistent")
