@@ -87,12 +87,14 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         key = {"model": model, "arch": arch}
         steps, trajs = step_rows(records), trajectory_rows(records)
         version = records[0].generation_version if records else None
-        yield _keyed("wse_trajectory_steps", write_table(
-            wh, "wse_trajectory_steps", steps, key=key, data_version=version,
-            extra_metadata={"n_steps": steps.height,
-                            "n_narrated": int(steps["narrative"].is_not_null().sum()) if steps.height else 0}))
-        yield _keyed("wse_trajectories", write_table(
-            wh, "wse_trajectories", trajs, key=key, data_version=version,
-            extra_metadata={**_summary(trajs), **transcripts(s, "wse", model=model, arch=arch)}))
+        with wh.held():  # both writes on one connection (one open and checkpoint per cell, not two)
+            results = [_keyed("wse_trajectory_steps", write_table(
+                wh, "wse_trajectory_steps", steps, key=key, data_version=version,
+                extra_metadata={"n_steps": steps.height,
+                                "n_narrated": int(steps["narrative"].is_not_null().sum()) if steps.height else 0})),
+                _keyed("wse_trajectories", write_table(
+                    wh, "wse_trajectories", trajs, key=key, data_version=version,
+                    extra_metadata={**_summary(trajs), **transcripts(s, "wse", model=model, arch=arch)}))]
+        yield from results
 
     return [wse_generation]

@@ -55,13 +55,29 @@ def stored_seeds(wh) -> list[EpisodeSeed]:
     df = wh.query("SELECT seed_id, seed_json FROM wse_episode_seeds ORDER BY seed_order")
     if not df.height:
         raise ValueError("wse_episode_seeds is empty: materialize it first")
-    out = []
-    for sid, blob in df.iter_rows():
-        try:
-            out.append(EpisodeSeed.model_validate_json(blob))
-        except ValueError as err:
-            raise ValueError(f"wse_episode_seeds: seed {sid}: seed_json does not validate: {err}") from None
-    return out
+    return parse_seed_rows(df)
+
+
+_PARSED: dict[tuple[str, ...], list[EpisodeSeed]] = {}   # stored seed JSON -> the seeds (frozen models)
+
+
+def parse_seed_rows(df: pl.DataFrame) -> list[EpisodeSeed]:
+    """The seeds of (seed_id, seed_json) rows, validated once per process for the same JSON (a cell's
+    generation and judging steps each read all 42: ~4 ms of CPU each time, issue 24); a new list of
+    the same frozen seed objects each call."""
+    key = tuple(df["seed_json"].to_list())
+    hit = _PARSED.get(key)
+    if hit is None:
+        hit = []
+        for sid, blob in df.select("seed_id", "seed_json").iter_rows():
+            try:
+                hit.append(EpisodeSeed.model_validate_json(blob))
+            except ValueError as err:
+                raise ValueError(f"wse_episode_seeds: seed {sid}: seed_json does not validate: {err}") from None
+        if len(_PARSED) >= 4:
+            _PARSED.clear()
+        _PARSED[key] = hit
+    return list(hit)
 
 
 def _counts(df: pl.DataFrame, col: str) -> dict[str, int]:

@@ -211,3 +211,22 @@ def test_seed_ids_pick_the_cell_seeds_and_enter_the_cell_version(tmp_path, seeds
     assert versions.wse_cell_version(plain, "m", "B1") == versions.wse_cell_version(settings(seed_ids=None), "m", "B1")
     with pytest.raises(ValueError, match="nope-01"):
         cell_seeds(wh, settings(seed_ids=["nope-01"]))
+
+
+def test_stored_seed_parse_is_kept_per_json_and_follows_an_edit(seeds):
+    """`assets.wse.sources.parse_seed_rows` validates the same stored JSON once per process: the same seed
+    objects in a new list each time; an edited seed_json is parsed again (never the old seeds)."""
+    from assets.wse.sources import episode_seed_rows, parse_seed_rows
+    rows = episode_seed_rows(seeds[:3]).select("seed_id", "seed_json")
+    first, again = parse_seed_rows(rows), parse_seed_rows(rows)
+    assert first == list(seeds[:3]) and first is not again
+    assert all(a is b for a, b in zip(first, again))
+    first.clear()   # the caller's list: the kept one is untouched
+    assert parse_seed_rows(rows) == list(seeds[:3])
+    edited = json.loads(rows["seed_json"][0])
+    edited["opening"] = "An edited opening."
+    rows2 = rows.with_columns(rows["seed_json"].scatter(0, json.dumps(edited)))
+    assert parse_seed_rows(rows2)[0].opening == "An edited opening."
+    bad = rows.with_columns(rows["seed_json"].scatter(1, "{}"))
+    with pytest.raises(ValueError, match=f"seed {seeds[1].seed_id}: seed_json does not validate"):
+        parse_seed_rows(bad)
