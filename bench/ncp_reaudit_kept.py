@@ -1,9 +1,11 @@
 """CPU of an NCP cell's re-audit baseline (the in-loop auditor) after its last answer: answered by
 cache-hit replays through the client ("old", as on another run or process) vs from the live episodes'
-kept answers (`wse_platform/ncp/kept.py`, "new"), interleaved in one process (A/B), same rows checked.
+kept answers (`wse_platform/ncp/kept.py`, "new") vs taking the replays made from those answers while the
+live episodes ran ("early", `kept.replaying`: their CPU in the episodes' threads is printed apart),
+interleaved in one process (A/B/C), same rows checked.
 
 Live episodes of one baseline+adversarial cell on the first SPECS released specs, t_max 3, on a
-scripted backend; then ROUNDS x (old, new) re-audits, order alternating; CPU = `time.process_time`
+scripted backend; then ROUNDS x (old, new, early) re-audits, order alternating; CPU = `time.process_time`
 (all threads) of `reaudit(...)` plus writing its call records into `llm_calls` (DuckDB) as a session
 does; records = the `llm_calls` rows the re-audit writes.
 
@@ -24,7 +26,7 @@ from wse_platform.kept_answers import EarlyAnswers  # noqa: E402
 from wse_platform.llm import LLMClient, ScriptedBackend  # noqa: E402
 from wse_platform.llm.accounting import write_call_records  # noqa: E402
 from wse_platform.ncp.episode import Architecture, AuditorSetup, EpisodeSetup, run_episodes  # noqa: E402
-from wse_platform.ncp.kept import answered, keeping  # noqa: E402
+from wse_platform.ncp.kept import EarlyReplays, answered, keeping, replaying  # noqa: E402
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows  # noqa: E402
 from wse_platform.warehouse import Warehouse  # noqa: E402
 
@@ -49,9 +51,22 @@ be = ScriptedBackend(answer, namespace="ab")
 c = LLMClient(s, run_id="r", backends={"narr": be, "player": be, "aud": be}, progress=False)
 setup = EpisodeSetup(narrator_model="narr", arch=Architecture.parse("baseline+adversarial"), player_model="player",
                      auditor=AuditorSetup("aud"), t_max=3)
-answers = EarlyAnswers()
-live = run_episodes(keeping(c, "cell", answers), specs, setup)
+answers, replays = EarlyAnswers(), EarlyReplays()
+on_episode = replaying(c, "cell", {sp.spec_id: sp for sp in specs}, AuditorSetup("aud"), t_max=3, prompts_dir=None,
+                       sampling=None, answers=answers, replays=replays)
+span_cpu = [0.0]   # CPU of the early replays, in the live episodes' threads (time.thread_time)
+
+
+def timed(runs):
+    t = time.thread_time()
+    on_episode(runs)
+    span_cpu[0] += time.thread_time() - t
+
+
+live = run_episodes(keeping(c, "cell", answers), specs, setup, on_episode=timed)
 c.close()
+early = dict(replays._sets[("r", "cell")])
+print(f"early replays {len(early)}, their CPU during the live episodes {span_cpu[0]:.3f}s")
 kept = answers.take("r", "cell")
 trs = transcripts_from_rows(live.turn_rows())
 by_id = {sp.spec_id: sp for sp in specs}
@@ -66,20 +81,21 @@ def one(mode):
                    record_sink=lambda rows: write_call_records(wh, rows), flush_every=FLUSH_EVERY,
                    flush_interval_s=FLUSH_INTERVAL_S, flush_interval_max_s=FLUSH_INTERVAL_MAX_S)
     a = EarlyAnswers()
-    if mode == "new":
+    if mode in ("new", "early"):
         a._sets[("r", "cell")] = dict(kept)
     t = time.process_time()
-    res = reaudit(answered(cl, "cell", a), by_id, trs, AuditorSetup("aud"), t_max=3)
+    res = reaudit(answered(cl, "cell", a), by_id, trs, AuditorSetup("aud"), t_max=3,
+                  early=early if mode == "early" else None)
     n = len(cl.call_records())
     cl.flush_records()
     cl.drain_call_records()
     cl.close()
     cpu = time.process_time() - t
     return cpu, n, [{k: v for k, v in r.items() if k != "llm_call_ids"} for r in res.turn_rows()]
-out = {"old": [], "new": []}
+out = {"old": [], "new": [], "early": []}
 ref = None
 for i in range(int(sys.argv[2]) if len(sys.argv) > 2 else 5):
-    for mode in (("old", "new") if i % 2 == 0 else ("new", "old")):
+    for mode in (("old", "new", "early") if i % 2 == 0 else ("early", "new", "old")):
         cpu, n, rows = one(mode)
         ref = ref or rows
         assert rows == ref

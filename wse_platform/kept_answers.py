@@ -53,6 +53,11 @@ class EarlyAnswers:
             while len(self._sets) > self.max_sets:
                 self._sets.popitem(last=False)
 
+    def peek(self, run_id: str | None, set_key: str) -> dict[tuple, Any]:
+        """The answers kept so far for (run, key), left here (the live dict: later answers appear in it)."""
+        with self._lock:
+            return self._sets.get((run_id, set_key), {}) if run_id else {}
+
     def take(self, run_id: str | None, set_key: str) -> dict[tuple, Any]:
         """The answers kept for (run, key), removed from here (empty when there are none)."""
         with self._lock:
@@ -93,6 +98,28 @@ class KeepingClient(_Delegating):
         if pairs:
             answers.keep(self._client.run_id, key, [q for q, _ in pairs], [r for _, r in pairs])
         return results
+
+
+class NotKept(LookupError):
+    """A request `KeptOnlyClient` has no kept answer for."""
+
+
+class KeptOnlyClient(_Delegating):
+    """`client`'s attributes, answering every request from `kept` as `AnsweredClient` does; a request not
+    found there raises `NotKept` (nothing reaches the client: no call, no record)."""
+
+    def __init__(self, client: Any, kept: dict[tuple, Any]):
+        super().__init__(client)
+        object.__setattr__(self, "_kept", kept)
+
+    def complete_many(self, reqs: list) -> list:
+        out = []
+        for q in reqs:
+            got = self._kept.get(request_digest(q))
+            if got is None:
+                raise NotKept(q.role)
+            out.append(got.model_copy(update={"cache_hit": True}))
+        return out
 
 
 class AnsweredClient(_Delegating):

@@ -4,7 +4,7 @@ Thin: the loop lives in `wse_platform.ncp.episode`, the replay in `wse_platform.
 (No `from __future__ import annotations`: Dagster needs real annotations on resources.)
 """
 import polars as pl
-from dagster import AssetSpec, MaterializeResult, MetadataValue, multi_asset
+from dagster import AssetKey, AssetSpec, MaterializeResult, MetadataValue, multi_asset
 
 from assets.helpers import markdown_preview, transcripts
 from assets.ncp.specs import run_specs, specs_from_table
@@ -18,7 +18,7 @@ from wse_platform.ncp.episode import (AuditorSetup, EpisodeSetup, episode_frame,
                                       turn_frame)
 from wse_platform.ncp.failures import (ANALYSIS_ABLATION, ANALYSIS_CELLS, ANALYSIS_REAUDIT, attempts_for_retry,
                                        retry_round)
-from wse_platform.ncp.kept import answered, keeping
+from wse_platform.ncp.kept import answered, early_replays, keeping, replaying
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
 
 GROUP = "ncp_bench"
@@ -42,6 +42,13 @@ def reaudit_auditors(settings: Settings) -> list[AuditorSetup]:
         a = AuditorSetup.from_judge(j)
         out.setdefault(a.auditor_id, a)
     return list(out.values())
+
+
+def _reaudit_in_run(context) -> bool:
+    """Whether this run may also materialize `ncp_reaudit_episodes` (the replays made early are for it): not
+    when the run names its assets without it (an empty or missing selection says nothing)."""
+    selection = context.run.asset_selection
+    return not selection or AssetKey("ncp_reaudit_episodes") in selection
 
 
 def _list_failed(wh, rows: list[dict], key: dict, round_: int) -> int:
@@ -91,9 +98,15 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         round_ = retry_round(wh, fkey)
         # episodes without a result last time: fresh attempts for the failing requests
         with llm.session(context) as client, attempts_for_retry(client, round_):
-            # the auditor's answers are kept for the re-audit of this run (same process: `ncp/kept.py`)
+            # the auditor's answers are kept for the re-audit of this run (same process: `ncp/kept.py`), which
+            # each episode's replay under the in-loop auditor is made from as soon as the episode has ended
+            replays = (replaying(client, context.partition_key, {sp.spec_id: sp for sp in specs},
+                                 reaudit_auditors(s)[0], t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
+                                 sampling=s.ncp.sampling)
+                       if s.ncp.auditor is not None and _reaudit_in_run(context) else None)
             result = run_episodes(keeping(client, context.partition_key), specs, setup,
-                                  progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"))
+                                  progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"),
+                                  on_episode=replays)
         eps = episode_frame(result.episode_rows())
         turns = turn_frame(result.turn_rows())
         n_eps = wh.replace_partition("ncp_episodes", eps, key)
@@ -140,7 +153,9 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
         specs = {sp.spec_id: sp for sp in specs_from_table(wh)}
         eps_frames, turn_frames, per_auditor, n_failed = [], [], {}, 0
         with llm.session(context) as client:
-            # the in-loop auditor's answers of this run's live episodes (same process), else the cache's
+            # the in-loop auditor's answers of this run's live episodes (same process), else the cache's;
+            # the replays of those episodes made while they ran (`ncp/kept.py`), where their transcripts match
+            early = early_replays(client, context.partition_key)
             replay = answered(client, context.partition_key)
             for auditor in reaudit_auditors(s):
                 key = {"model": model, "arch": arch, "auditor_id": auditor.auditor_id}
@@ -148,7 +163,7 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                 round_ = retry_round(wh, fkey)
                 with attempts_for_retry(client, round_):
                     res = reaudit(replay, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
-                                  sampling=s.ncp.sampling)
+                                  sampling=s.ncp.sampling, early=early)
                 eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
                 wh.replace_partition("ncp_reaudit_episodes", eps, key)
                 wh.replace_partition("ncp_reaudit_turns", turns, key)

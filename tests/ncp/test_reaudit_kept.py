@@ -84,9 +84,19 @@ def test_the_reaudit_step_of_the_cell_run_makes_no_llm_call_of_its_own(tmp_path,
     and its rows are the ones a re-audit in another run (answered from the cache) writes."""
     from wse_platform.warehouse import Warehouse
 
+    import assets.ncp.episodes as episode_assets
     run, cell, backend, _ = scripted_cell(tmp_path, monkeypatch, "ncp-kept-test", "baseline+adversarial", 3)
     run({"ncp_specs"})
+    seen = []   # per re-audit: (transcripts, of them replayed while the live episodes ran)
+    real = episode_assets.reaudit
+
+    def counting(client, specs, transcripts, auditor, **kw):
+        early = kw.get("early") or {}
+        seen.append((len(transcripts), sum(early.get(tr.key, (None,))[0] == tr for tr in transcripts)))
+        return real(client, specs, transcripts, auditor, **kw)
+    monkeypatch.setattr(episode_assets, "reaudit", counting)
     one = run({"ncp_episodes", "ncp_turns", "ncp_reaudit_episodes", "ncp_reaudit_turns"}, cell)
+    assert seen and seen[0][0] > 0 and seen[0][1] == seen[0][0], seen   # every transcript replayed early
     wh = Warehouse(tmp_path / "wh.duckdb")
     calls = wh.query("SELECT call_id FROM llm_calls WHERE run_id = ?", [one.run_id])["call_id"].to_list()
     live = set(wh.query("SELECT DISTINCT unnest(llm_call_ids) AS i FROM ncp_turns")["i"].to_list())
@@ -100,8 +110,65 @@ def test_the_reaudit_step_of_the_cell_run_makes_no_llm_call_of_its_own(tmp_path,
 
     n = backend.n_calls
     two = run({"ncp_reaudit_episodes", "ncp_reaudit_turns"}, cell)       # another run: the cache answers
-    assert backend.n_calls == n
+    assert backend.n_calls == n and seen[-1][1] == 0                     # nothing replayed early for it
     again = wh.query("SELECT cache_hit FROM llm_calls WHERE run_id = ?", [two.run_id])["cache_hit"].to_list()
     assert again and all(again)
     assert wh.query("SELECT * EXCLUDE (llm_call_ids) FROM ncp_reaudit_turns ORDER BY spec_id, turn").to_dicts() == turns
     assert wh.query("SELECT * FROM ncp_reaudit_episodes ORDER BY spec_id").to_dicts() == eps
+
+
+class _NoCalls:
+    """A client the re-audit must not use: every replay came from the early ones."""
+
+    def complete_many(self, reqs):
+        raise AssertionError(f"replayed after the live episodes: {sorted({q.role for q in reqs})}")
+
+
+def test_each_episode_is_replayed_for_the_reaudit_as_soon_as_it_has_ended(settings):
+    """`replaying` (run_episodes' on_episode) replays each live episode under the in-loop auditor from its kept
+    answers while the others still run; the re-audit then takes those replays (`early`) and calls nothing:
+    the same rows as a re-audit replaying everything from the cache. A transcript that differs from the one
+    replayed early (or another auditor, spec or parameter) is replayed as before."""
+    from dataclasses import replace
+
+    from wse_platform.ncp.kept import EarlyReplays, early_replays, replaying
+
+    backend = ScriptedBackend(_live, namespace="kept-live")
+    client = LLMClient(settings, run_id="run-1", backends={"narr": backend, "player": backend, "aud": backend},
+                       progress=False)
+    setup = EpisodeSetup(narrator_model="narr", arch=Architecture.parse("baseline+adversarial"),
+                         player_model="player", auditor=AuditorSetup("aud"), t_max=3)
+    answers, replays = EarlyAnswers(), EarlyReplays()
+    on_episode = replaying(client, "cell", SPECS, AuditorSetup("aud"), t_max=3, prompts_dir=None, sampling=None,
+                           answers=answers, replays=replays)
+    live = run_episodes(keeping(client, "cell", answers), list(SPECS.values()), setup, on_episode=on_episode)
+    client.close()
+    transcripts = transcripts_from_rows(live.turn_rows())
+    reference, _, _ = _replay(settings, transcripts, EarlyAnswers(), run_id="run-0")  # everything from the cache
+
+    class _Run1:
+        run_id, use_cache = "run-1", True
+    early = early_replays(_Run1(), "cell", replays)
+    assert set(early) == {tr.key for tr in transcripts}                  # every episode, replayed early
+    res = reaudit(_NoCalls(), SPECS, transcripts, AuditorSetup("aud"), t_max=3, early=early)
+    assert _without_ids(res.turn_rows()) == _without_ids(reference.turn_rows())
+    assert res.episode_rows() == reference.episode_rows()
+    assert early_replays(_Run1(), "cell", replays) == {}                  # taken once
+
+    # a stored transcript that is not the one replayed early, or another auditor: replayed here
+    changed = [replace(transcripts[0], turns=[replace(t, narrator_text=(t.narrator_text or "") + " Changed.")
+                                              if t.turn == 1 else t for t in transcripts[0].turns])]
+    try:
+        reaudit(_NoCalls(), SPECS, changed, AuditorSetup("aud"), t_max=3, early=early)
+    except AssertionError as err:
+        assert "replayed after the live episodes" in str(err)
+    else:
+        raise AssertionError("a changed transcript took the early replay")
+    for other in ({"auditor": AuditorSetup("aud", count=3)}, {"t_max": 2}):
+        args = {"auditor": AuditorSetup("aud"), "t_max": 3, **other}
+        try:
+            reaudit(_NoCalls(), SPECS, transcripts[:1], args["auditor"], t_max=args["t_max"], early=early)
+        except AssertionError as err:
+            assert "replayed after the live episodes" in str(err)
+        else:
+            raise AssertionError(f"{other}: took the early replay")

@@ -60,16 +60,24 @@ ProgressFn = Callable[[int, int], None]
 
 
 def run_episodes(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
-                 progress: ProgressFn | None = None) -> EpisodeBatchResult:
+                 progress: ProgressFn | None = None,
+                 on_episode: Callable[[list[EpisodeRun]], None] | None = None) -> EpisodeBatchResult:
     """Play one cell (narrator model × architecture) on `specs`, each episode on its own
     (`wse_platform.flow`): an episode's next request goes out as soon as its previous answer is back.
     An episode whose transport fails has no result (`failures.each_episode`); the run fails when every
-    episode that reached the server failed so."""
+    episode that reached the server failed so. `on_episode(runs)` is called with each episode's runs as
+    soon as it has ended (in its thread; `ncp/kept.py` replays it for the re-audit there)."""
     models = [setup.narrator_model, setup.player_model, setup.auditor.model]
     if setup.arch.narrator == "memory" and setup.method is None:   # HiAgent counts tokens from turn 1 on
         from wse_platform.ncp import tokens
         tokens.warm(Prompter(setup).hiagent_texts().tokenizer_model)
-    runs = each_episode(client, list(specs), lambda c, spec: _play(c, [spec], setup).runs,
+    def play(c: Any, spec: NarrativeSpec) -> list[EpisodeRun]:
+        runs = _play(c, [spec], setup).runs
+        if on_episode is not None:
+            on_episode(runs)
+        return runs
+
+    runs = each_episode(client, list(specs), play,
                         lambda spec: EpisodeRun.start(spec, setup.narrator_model, setup.arch.key,
                                                       setup.auditor.auditor_id),
                         models=models, on_done=(lambda n, total: progress(n, total)) if progress is not None else None)

@@ -15,12 +15,39 @@ of their own. The answers' parsed outputs are only read by the audit (`audit.py`
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from wse_platform.kept_answers import AnsweredClient, EarlyAnswers, KeepingClient
+from wse_platform.kept_answers import MAX_KEPT_SETS, AnsweredClient, EarlyAnswers, KeepingClient, KeptOnlyClient
 from wse_platform.ncp.roles import AUDITOR_ROLES
 
 ANSWERS = EarlyAnswers()
+
+
+class EarlyReplays:
+    """Re-audit replays made while the live episodes ran, per (run id, cell), until the re-audit takes them:
+    transcript key -> (transcript, `reaudit.replay_params`, spec, runs) (the `early` of `reaudit.reaudit`)."""
+
+    def __init__(self, max_sets: int = MAX_KEPT_SETS):
+        self._sets: OrderedDict[tuple[str, str], dict[tuple, tuple]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_sets = max_sets
+
+    def keep(self, run_id: str, cell: str, key: tuple, entry: tuple) -> None:
+        with self._lock:
+            self._sets.setdefault((run_id, cell), {})[key] = entry
+            self._sets.move_to_end((run_id, cell))
+            while len(self._sets) > self.max_sets:
+                self._sets.popitem(last=False)
+
+    def take(self, run_id: str | None, cell: str) -> dict[tuple, tuple]:
+        with self._lock:
+            return self._sets.pop((run_id, cell), {}) if run_id else {}
+
+
+REPLAYS = EarlyReplays()
 
 
 def _auditor_answer(req: Any, result: Any) -> bool:
@@ -44,3 +71,39 @@ def answered(client: Any, cell: str, answers: EarlyAnswers = ANSWERS) -> Any:
         return client
     kept = answers.take(client.run_id, cell)
     return AnsweredClient(client, kept) if kept else client
+
+
+def replaying(client: Any, cell: str, specs: Mapping[str, Any], auditor: Any, *, t_max: int | None,
+              prompts_dir: str | None, sampling: Any, answers: EarlyAnswers = ANSWERS,
+              replays: EarlyReplays = REPLAYS) -> Callable[[list], None] | None:
+    """`run_episodes(on_episode=...)` for the live episodes of `cell` (`client` as `keeping` got it): each
+    episode, as soon as it has ended, replayed under `auditor` (the in-loop one) from the answers kept
+    for it, kept in `replays` for the re-audit of this run (`early_replays`), which then only writes
+    rows after the cell's last answer. An episode with an answer not kept (a retried or failed call) is
+    left to the re-audit, as is everything without the cache (None then)."""
+    if not _on(client):
+        return None
+    from wse_platform.ncp.reaudit import reaudit, replay_params, transcripts_from_rows
+    run_id = client.run_id
+    params = replay_params(auditor, t_max, prompts_dir, sampling)
+
+    def done(runs: list) -> None:
+        for run in runs:
+            if run.failed:   # no rows stored: nothing to replay
+                continue
+            try:
+                trs = transcripts_from_rows(run.turn_rows)
+                if len(trs) != 1 or trs[0].spec_id not in specs:
+                    continue
+                tr, spec = trs[0], specs[trs[0].spec_id]
+                res = reaudit(KeptOnlyClient(client, answers.peek(run_id, cell)), {tr.spec_id: spec}, [tr], auditor,
+                              t_max=t_max, prompts_dir=prompts_dir, sampling=sampling)
+            except Exception:  # noqa: BLE001 - an answer not kept (NotKept) or anything else: the re-audit replays it
+                continue
+            replays.keep(run_id, cell, tr.key, (tr, params, spec, res.runs))
+    return done
+
+
+def early_replays(client: Any, cell: str, replays: EarlyReplays = REPLAYS) -> dict[tuple, tuple]:
+    """The replays `replaying` made for `cell` in this run (taken once; empty without the cache)."""
+    return replays.take(client.run_id, cell) if _on(client) else {}

@@ -83,11 +83,31 @@ def transcripts_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Transcript]
     return out
 
 
+def replay_params(auditor: AuditorSetup, t_max: int | None, prompts_dir: str | None, sampling: Any) -> tuple:
+    """What a replay's result depends on besides its transcript, its spec and the auditor's answers."""
+    return (auditor, t_max, prompts_dir, sampling)
+
+
 def reaudit(client: Any, specs: Mapping[str, NarrativeSpec], transcripts: list[Transcript],
             auditor: AuditorSetup, t_max: int | None = None, prompts_dir: str | None = None,
-            sampling: Any = None) -> EpisodeBatchResult:
+            sampling: Any = None, early: Mapping[tuple, tuple] | None = None) -> EpisodeBatchResult:
     """Replay `transcripts` under `auditor`; one result per transcript (rows carry auditor_id), each
-    transcript on its own (`failures.each_episode`: a transport failure ends only its replay)."""
+    transcript on its own (`failures.each_episode`: a transport failure ends only its replay).
+    `early`: transcript key -> (transcript, `replay_params`, spec, runs) of replays already made (`ncp/kept.py`:
+    while the live episodes ran); a transcript whose entry has the same transcript, parameters and spec
+    takes its runs, the others are replayed here. Every replay is one transcript's own, so the result is
+    the one replaying them all here gives."""
+    params = replay_params(auditor, t_max, prompts_dir, sampling)
+    done: dict[tuple, list[EpisodeRun]] = {}
+    for tr in transcripts:
+        e = (early or {}).get(tr.key)
+        if e is not None and e[0] == tr and e[1] == params and tr.spec_id in specs and e[2] == specs[tr.spec_id]:
+            done[tr.key] = e[3]
+    if done:
+        rest = [tr for tr in transcripts if tr.key not in done]
+        runs = iter(reaudit(client, specs, rest, auditor, t_max, prompts_dir, sampling).runs if rest else [])
+        merged = [r for tr in transcripts for r in (done[tr.key] if tr.key in done else [next(runs)])]
+        return EpisodeBatchResult(merged, f"{LOOP_VERSION}:reaudit")
     kwargs = {"sampling": sampling} if sampling is not None else {}
     # Narrator/player fields are placeholders: the prompter is only asked for auditor requests.
     setup = EpisodeSetup(narrator_model="(replay)", arch=Architecture.parse("baseline+adversarial"),
