@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import itertools
 import logging
 import os
 import threading
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, BackendUnavailable, attempt_seed,
                                       make_backend)
-from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key
+from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key, dumps
 from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
 from wse_platform.redact import redact_text, redact_url
@@ -162,10 +163,11 @@ class LLMClient:
         self._journal: Journal | None = None
         self._journal_lock = threading.Lock()
         self._durability_error: str | None = None
-        self._cache_queue: list[tuple[str, dict[str, Any], bool]] = []   # (key, value, replace) not yet stored
+        self._cache_queue: list[tuple[str, str, bool]] = []   # (key, value's JSON, replace) not yet stored
+        self._release_queue: list[tuple[str, str]] = []   # claims (key, owner) to drop once the queue is stored
         self._store_lock = threading.Lock()
         self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
-        self._n_claims = 0
+        self._n_claims = itertools.count(1)   # next() is atomic: two threads never share an owner
         self._flushing: Future | None = None   # this client's periodic write on `_record_writer`, if any
         self._groups: ThreadPoolExecutor | None = None   # _call_keys: a batch's groups beyond the first
         self._last_store = time.monotonic()
@@ -257,24 +259,36 @@ class LLMClient:
                     log.error("%s", self._durability_error)
 
     def _queue_answer(self, key: str, value: dict[str, Any], replace: bool) -> None:
+        blob = dumps(value)   # serialized once: the journal's line and the cache's value
+        line = '{"t":"answer","key":' + dumps(key) + ',"value":' + blob + "}"   # = json.dumps of the entry
         with self._lock:  # journal and queue together: the journal is never emptied between the two
-            self._journal_write([{"t": "answer", "key": key, "value": value}])
-            self._cache_queue.append((key, value, replace))
+            self._journal_write([line])
+            self._cache_queue.append((key, blob, replace))
 
     def _store_answers(self, release: list[str] = (), owner: str | None = None) -> None:
         """Write the queued answers to the cache in one transaction, then drop `owner`'s claims on `release`
-        (serialized: a claim is dropped only after every answer queued before it is stored)."""
+        (serialized: a claim is dropped only after every answer queued before it is stored).
+
+        A group commit: the thread that gets `_store_lock` stores everything queued, the answers and claim
+        releases other threads queued while it waited included; a thread whose release was stored by
+        another one meanwhile finds both queues empty and returns (issue 24: at 256 slots a client's
+        trajectory threads each committed their own transaction, one after another)."""
+        if release and owner:
+            with self._lock:   # after this thread's answers (queued as they arrived): stored no later than them
+                self._release_queue.extend((k, owner) for k in release)
         with self._store_lock:
             with self._lock:
                 items, self._cache_queue = self._cache_queue, []
-            if not items and not release:
+                drops, self._release_queue = self._release_queue, []
+            if not items and not drops:
                 return
             try:
-                self.cache.put_many(items, release=release, owner=owner)
+                self.cache.put_many(items, releases=drops)
                 self._last_store = time.monotonic()
             except BaseException:
                 with self._lock:  # kept for the next try; the journal has them in any case
                     self._cache_queue[:0] = items
+                    self._release_queue[:0] = drops
                 raise
 
     def _settle(self, force: bool = True) -> None:
@@ -467,8 +481,7 @@ class LLMClient:
             return
         # one request in flight per key across processes: claim what the cache lacks, wait for keys
         # another client is answering (their answers arrive through the cache, counted there)
-        self._n_claims += 1
-        owner = f"{self._owner}:{self._n_claims}"
+        owner = f"{self._owner}:{next(self._n_claims)}"
         LIVE_OWNERS.add(owner)
         try:
             hits, mine, others = self.cache.claim(todo, owner)
