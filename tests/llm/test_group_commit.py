@@ -115,3 +115,30 @@ def test_answers_and_releases_queued_meanwhile_are_stored_in_one_transaction(set
     finally:
         LIVE_OWNERS.difference_update(owners)
         client.close()
+
+
+def test_a_client_whose_reads_keep_missing_claims_at_once_and_still_serves_stored_answers(settings, monkeypatch):
+    from wse_platform.llm import LLMRequest, ScriptedBackend
+    from wse_platform.llm import client as client_mod
+
+    asked: list[str] = []
+    backend = ScriptedBackend(lambda call: asked.append(call.messages[-1]["content"]) or f"re: {call.messages[-1]['content']}",
+                              namespace="s")
+    client = LLMClient(settings, backends={"s": backend}, use_cache=True)
+    reads: list[list[str]] = []
+    real_get = client.cache.get_many
+    monkeypatch.setattr(client.cache, "get_many", lambda keys: reads.append(list(keys)) or real_get(keys))
+
+    def ask(text: str):
+        return client.complete(LLMRequest(role="test.r", model="s", messages=[{"role": "user", "content": text}]))
+    first = ask("stored")                       # an answer in the cache for later
+    assert not first.cache_hit and len(reads) == 1
+    for i in range(client_mod.MISSES_BEFORE_CLAIMING + 2):
+        assert not ask(f"new {i}").cache_hit
+    # a read per batch while they missed (the first found nothing either), none after MISSES_BEFORE_CLAIMING of them
+    assert len(reads) == client_mod.MISSES_BEFORE_CLAIMING
+    again = ask("stored")                       # found by the claim's own read: a hit, not asked again
+    assert again.cache_hit and again.texts == ["re: stored"] and asked.count("stored") == 1
+    n = len(reads)
+    assert ask("new after the hit").cache_hit is False and len(reads) == n + 1   # plain reads are back
+    client.close()
