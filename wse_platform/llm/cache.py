@@ -73,6 +73,11 @@ def content_key(*parts: Any) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def dumps(value: dict[str, Any]) -> str:
+    """A stored answer's JSON text (compact, UTF-8 as is)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 class ResponseCache:
     FILE_NAME = "responses.sqlite"
 
@@ -81,6 +86,9 @@ class ResponseCache:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.path = self.directory / self.FILE_NAME
         self._lock = threading.Lock()
+        self._claim_gate = threading.Lock()     # claim(): one thread makes the waiting claims at a time
+        self._pending_lock = threading.Lock()
+        self._pending: list[list[Any]] = []     # [keys, owner, result] of claims not made yet
         self._con = self._open(busy_timeout_s)
 
     def _open(self, busy_timeout_s: float) -> sqlite3.Connection:
@@ -144,11 +152,15 @@ class ResponseCache:
                     raise
                 raise corrupted(self.path, err) from err
 
-    def put_many(self, items: list[tuple[str, dict[str, Any], bool]], release: Iterable[str] = (),
-                 owner: str | None = None) -> None:
-        """Store answers `(key, value, replace)` in one transaction, and drop `owner`'s claims on `release`."""
-        rows = [(k, json.dumps(v, separators=(",", ":"), ensure_ascii=False), time.time(), r) for k, v, r in items]
-        release = list(release)
+    def put_many(self, items: list[tuple[str, dict[str, Any] | str, bool]], release: Iterable[str] = (),
+                 owner: str | None = None, releases: Iterable[tuple[str, str]] = ()) -> None:
+        """Store answers `(key, value, replace)` in one transaction, and drop `owner`'s claims on `release`
+        and the claims `(key, owner)` of `releases`. A value given as a string is its JSON already
+        (`dumps`: the client serializes an answer once, for the journal and the cache)."""
+        now = time.time()
+        rows = [(k, v if isinstance(v, str) else dumps(v), now, r) for k, v, r in items]
+        drop = [(k, owner) for k in release] if owner else []
+        drop += releases
         with self._lock:
             try:
                 self._con.execute("BEGIN IMMEDIATE")
@@ -157,9 +169,8 @@ class ResponseCache:
                                           [r[:3] for r in rows if not r[3]])
                     self._con.executemany("INSERT OR REPLACE INTO responses (key, value, created_at) VALUES (?, ?, ?)",
                                           [r[:3] for r in rows if r[3]])
-                    if release and owner:
-                        self._con.executemany("DELETE FROM claims WHERE key = ? AND owner = ?",
-                                              [(k, owner) for k in release])
+                    if drop:
+                        self._con.executemany("DELETE FROM claims WHERE key = ? AND owner = ?", drop)
                     self._con.execute("COMMIT")
                 except BaseException:
                     self._con.execute("ROLLBACK")
@@ -185,38 +196,65 @@ class ResponseCache:
         """Answers already stored, keys now claimed by `owner`, keys claimed by another live client.
 
         A claim of a process that is gone (same host, pid not running) or older than CLAIM_MAX_AGE_S
-        is taken over."""
+        is taken over. Claims made by several threads at once are combined: the thread that gets the
+        gate makes every claim waiting by then, one after another in one transaction (the same outcome
+        as one transaction each, in that order; issue 24: a client's trajectory threads at 256 slots
+        each waited for the others' transactions). If that transaction fails, the failing thread
+        raises and the others' claims are made again by the next one."""
+        req: list[Any] = [keys, owner, None]
+        with self._pending_lock:
+            self._pending.append(req)
+        with self._claim_gate:
+            if req[2] is None:
+                with self._pending_lock:
+                    batch, self._pending = self._pending, []
+                try:
+                    results = self._claim_batch([(r[0], r[1]) for r in batch])
+                except BaseException:
+                    with self._pending_lock:
+                        self._pending[:0] = [r for r in batch if r is not req]
+                    raise
+                for r, res in zip(batch, results):
+                    r[2] = res
+        return req[2]
+
+    def _claim_batch(self, requests: list[tuple[list[str], str]]) -> list[tuple[dict[str, dict[str, Any]], list[str],
+                                                                                  list[str]]]:
         import os
         host, pid, now = _hostname(), os.getpid(), time.time()
-        hits: dict[str, dict[str, Any]] = {}
-        mine: list[str] = []
-        others: list[str] = []
+        out = []
         with self._lock:
             try:
                 self._con.execute("BEGIN IMMEDIATE")
                 try:
-                    for i in range(0, len(keys), _CHUNK):
-                        chunk = keys[i:i + _CHUNK]
-                        marks = ",".join("?" * len(chunk))
-                        for k, v in self._con.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})",
-                                                      chunk).fetchall():
-                            hits[k] = json.loads(v)
-                        held = {k: (o, h, p, at) for k, o, h, p, at in self._con.execute(
-                            f"SELECT key, owner, host, pid, at FROM claims WHERE key IN ({marks})", chunk).fetchall()}
-                        take = []
-                        for k in chunk:
-                            if k in hits:
-                                continue
-                            h = held.get(k)
-                            if h is None or h[0] == owner or (h[1] == host and not pid_alive(h[2])) \
-                                    or (h[2] == pid and h[1] == host and h[0] not in LIVE_OWNERS) \
-                                    or now - h[3] > CLAIM_MAX_AGE_S:
-                                take.append((k, owner, host, pid, now))
-                                mine.append(k)
-                            else:
-                                others.append(k)
-                        self._con.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, at) "
-                                              "VALUES (?, ?, ?, ?, ?)", take)
+                    for keys, owner in requests:
+                        hits: dict[str, dict[str, Any]] = {}
+                        mine: list[str] = []
+                        others: list[str] = []
+                        for i in range(0, len(keys), _CHUNK):
+                            chunk = keys[i:i + _CHUNK]
+                            marks = ",".join("?" * len(chunk))
+                            for k, v in self._con.execute(
+                                    f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk).fetchall():
+                                hits[k] = json.loads(v)
+                            held = {k: (o, h, p, at) for k, o, h, p, at in self._con.execute(
+                                f"SELECT key, owner, host, pid, at FROM claims WHERE key IN ({marks})",
+                                chunk).fetchall()}
+                            take = []
+                            for k in chunk:
+                                if k in hits:
+                                    continue
+                                h = held.get(k)
+                                if h is None or h[0] == owner or (h[1] == host and not pid_alive(h[2])) \
+                                        or (h[2] == pid and h[1] == host and h[0] not in LIVE_OWNERS) \
+                                        or now - h[3] > CLAIM_MAX_AGE_S:
+                                    take.append((k, owner, host, pid, now))
+                                    mine.append(k)
+                                else:
+                                    others.append(k)
+                            self._con.executemany("INSERT OR REPLACE INTO claims (key, owner, host, pid, at) "
+                                                  "VALUES (?, ?, ?, ?, ?)", take)
+                        out.append((hits, mine, others))
                     self._con.execute("COMMIT")
                 except BaseException:
                     self._con.execute("ROLLBACK")
@@ -224,7 +262,7 @@ class ResponseCache:
             except (sqlite3.DatabaseError, ValueError) as err:
                 raise self._write_error(err) if isinstance(err, sqlite3.DatabaseError) else corrupted(self.path, err) \
                     from err
-        return hits, mine, others
+        return out
 
     def release_claims(self, owner: str, keys: Iterable[str] | None = None) -> None:
         with self._lock:

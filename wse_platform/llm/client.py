@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import itertools
 import logging
 import os
 import threading
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, BackendUnavailable, attempt_seed,
                                       make_backend)
-from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key
+from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key, dumps
 from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
 from wse_platform.redact import redact_text, redact_url
@@ -53,6 +54,7 @@ MAX_ATTEMPTS = 3
 STORE_EVERY, STORE_INTERVAL_S = 64, 1.0  # answers journaled but not yet in the cache (see _settle)
 JOURNAL_RESET_BYTES = 1 << 20            # the journal is emptied once everything in it is stored and it is this big
 GROUP_THREADS = 256  # at most this many backend groups of concurrent batches at once (more wait their turn)
+MISSES_BEFORE_CLAIMING = 8  # batches in a row without a stored answer, then a batch is claimed without a plain read first
 CLAIM_POLL_S = 0.05  # how often a client waiting for another process's answer to the same request looks
 _shown_endpoint = functools.lru_cache(maxsize=256)(redact_url)   # per call; the same few endpoints each time
 _WRITER: tuple[int, ThreadPoolExecutor] | None = None   # (pid, executor) of `_record_writer`
@@ -69,6 +71,14 @@ def _record_writer() -> ThreadPoolExecutor:
         if _WRITER is None or _WRITER[0] != os.getpid():
             _WRITER = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="wse-llm-records"))
         return _WRITER[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _merged(sampling: Sampling, defaults: Sampling) -> tuple[Sampling, dict[str, Any]]:
+    """A request's sampling over its model's and the dict of it that goes into the request key, made once per
+    pair (frozen, so hashable), not per request (issue 24: ~8 us of pydantic per request)."""
+    merged = sampling.merged_over(defaults)
+    return merged, merged.model_dump()
 
 
 def usable(value: dict[str, Any]) -> bool:
@@ -162,10 +172,12 @@ class LLMClient:
         self._journal: Journal | None = None
         self._journal_lock = threading.Lock()
         self._durability_error: str | None = None
-        self._cache_queue: list[tuple[str, dict[str, Any], bool]] = []   # (key, value, replace) not yet stored
+        self._cache_queue: list[tuple[str, str, bool]] = []   # (key, value's JSON, replace) not yet stored
+        self._release_queue: list[tuple[str, str]] = []   # claims (key, owner) to drop once the queue is stored
         self._store_lock = threading.Lock()
         self._owner = f"{self.run_id}:{uuid.uuid4().hex[:12]}"  # this client, in the cache's claim table
-        self._n_claims = 0
+        self._misses = 0   # batches in a row whose plain read found nothing (see _run_attempt)
+        self._n_claims = itertools.count(1)   # next() is atomic: two threads never share an owner
         self._flushing: Future | None = None   # this client's periodic write on `_record_writer`, if any
         self._groups: ThreadPoolExecutor | None = None   # _call_keys: a batch's groups beyond the first
         self._last_store = time.monotonic()
@@ -257,24 +269,36 @@ class LLMClient:
                     log.error("%s", self._durability_error)
 
     def _queue_answer(self, key: str, value: dict[str, Any], replace: bool) -> None:
+        blob = dumps(value)   # serialized once: the journal's line and the cache's value
+        line = '{"t":"answer","key":' + dumps(key) + ',"value":' + blob + "}"   # = json.dumps of the entry
         with self._lock:  # journal and queue together: the journal is never emptied between the two
-            self._journal_write([{"t": "answer", "key": key, "value": value}])
-            self._cache_queue.append((key, value, replace))
+            self._journal_write([line])
+            self._cache_queue.append((key, blob, replace))
 
     def _store_answers(self, release: list[str] = (), owner: str | None = None) -> None:
         """Write the queued answers to the cache in one transaction, then drop `owner`'s claims on `release`
-        (serialized: a claim is dropped only after every answer queued before it is stored)."""
+        (serialized: a claim is dropped only after every answer queued before it is stored).
+
+        A group commit: the thread that gets `_store_lock` stores everything queued, the answers and claim
+        releases other threads queued while it waited included; a thread whose release was stored by
+        another one meanwhile finds both queues empty and returns (issue 24: at 256 slots a client's
+        trajectory threads each committed their own transaction, one after another)."""
+        if release and owner:
+            with self._lock:   # after this thread's answers (queued as they arrived): stored no later than them
+                self._release_queue.extend((k, owner) for k in release)
         with self._store_lock:
             with self._lock:
                 items, self._cache_queue = self._cache_queue, []
-            if not items and not release:
+                drops, self._release_queue = self._release_queue, []
+            if not items and not drops:
                 return
             try:
-                self.cache.put_many(items, release=release, owner=owner)
+                self.cache.put_many(items, releases=drops)
                 self._last_store = time.monotonic()
             except BaseException:
                 with self._lock:  # kept for the next try; the journal has them in any case
                     self._cache_queue[:0] = items
+                    self._release_queue[:0] = drops
                 raise
 
     def _settle(self, force: bool = True) -> None:
@@ -442,10 +466,10 @@ class LLMClient:
             raise ValueError(f"LLM request for role {req.role}: empty choices list")
         model = self._resolve(req.model)
         backend = self._backends[req.model]
-        sampling = req.sampling.merged_over(model.sampling)
+        sampling, sampling_dump = _merged(req.sampling, model.sampling)
         schema, schema_json = schema_of(req.output_model) if req.output_model is not None else (None, None)
         request_key = content_key(backend.cache_namespace(), model.model_id, model.revision, model.quantization,
-                                  req.messages, sampling.model_dump(), req.n, schema_json, req.choices)
+                                  req.messages, sampling_dump, req.n, schema_json, req.choices)
         return _State(req, model, backend, sampling, schema, request_key)
 
     # ---- one attempt over all pending requests ---------------------------------------
@@ -459,19 +483,26 @@ class LLMClient:
             self._call_keys(list(by_key), by_key, attempt, progress)
             return
         # stored answers are served by a plain read, without the cache's write lock (a judging run
-        # replaying the answers its judges got early, a rerun); only the rest is claimed
+        # replaying the answers its judges got early, a rerun); only the rest is claimed. A client whose
+        # last MISSES_BEFORE_CLAIMING batches found nothing (a fresh run: every request new) claims at once:
+        # the claim reads the stored answers too, in its transaction (issue 24: the read cost ~0.05 ms
+        # per call); a hit found by a claim turns the plain read back on
         todo = list(by_key)
-        served = self._serve_hits(self.cache.get_many(todo), by_key, progress)
-        todo = [k for k in todo if k not in served]
-        if not todo:
-            return
+        if self._misses < MISSES_BEFORE_CLAIMING:
+            found = self.cache.get_many(todo)
+            self._misses = 0 if found else self._misses + 1
+            served = self._serve_hits(found, by_key, progress)
+            todo = [k for k in todo if k not in served]
+            if not todo:
+                return
         # one request in flight per key across processes: claim what the cache lacks, wait for keys
         # another client is answering (their answers arrive through the cache, counted there)
-        self._n_claims += 1
-        owner = f"{self._owner}:{self._n_claims}"
+        owner = f"{self._owner}:{next(self._n_claims)}"
         LIVE_OWNERS.add(owner)
         try:
             hits, mine, others = self.cache.claim(todo, owner)
+            if hits:
+                self._misses = 0
         except BaseException:
             LIVE_OWNERS.discard(owner)
             raise

@@ -73,10 +73,11 @@ class Journal:
             self.low_space = f"no space left to journal LLM answers at {self.directory} ({err.strerror or err})"
             log.error("%s; the run stops after this batch, the answers received so far are kept", self.low_space)
 
-    def append(self, entries: Iterable[dict[str, Any]]) -> None:
-        """Write entries (one JSON line each) in one system call; raises OSError when even that fails."""
-        data = "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False, default=_default) + "\n"
-                       for e in entries).encode()
+    def append(self, entries: Iterable[dict[str, Any] | str]) -> None:
+        """Write entries (one JSON line each; a string is the entry's JSON already) in one system call;
+        raises OSError when even that fails."""
+        data = "".join((e if isinstance(e, str) else json.dumps(e, separators=(",", ":"), ensure_ascii=False,
+                                                                 default=_default)) + "\n" for e in entries).encode()
         os.pwrite(self._fd, data, self._offset)
         self._offset += len(data)
         self._dirty = True
