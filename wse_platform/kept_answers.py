@@ -36,32 +36,38 @@ def request_digest(req: Any) -> tuple:
             req.output_model, req.allow_truncated, req.per_sample, req.sampling.model_dump_json(), h.hexdigest())
 
 
-class EarlyAnswers:
-    """Valid answers of this process, per (run id, key), until the step that uses them takes them."""
+class KeptSets:
+    """Sets of things kept in this process per (run id, key) until the step that uses them takes them; the
+    `max_sets` most recently added to are kept (a run that never takes its set does not grow memory)."""
 
     def __init__(self, max_sets: int = MAX_KEPT_SETS):
         self._sets: OrderedDict[tuple[str, str], dict[tuple, Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.max_sets = max_sets
 
-    def keep(self, run_id: str, set_key: str, reqs: Sequence[Any], results: Sequence[Any]) -> None:
-        got = {request_digest(q): r for q, r in zip(reqs, results) if getattr(r, "ok", False)}
+    def add(self, run_id: str, set_key: str, items: dict[tuple, Any]) -> None:
         with self._lock:
-            kept = self._sets.setdefault((run_id, set_key), {})
-            kept.update(got)
+            self._sets.setdefault((run_id, set_key), {}).update(items)
             self._sets.move_to_end((run_id, set_key))
             while len(self._sets) > self.max_sets:
                 self._sets.popitem(last=False)
 
     def peek(self, run_id: str | None, set_key: str) -> dict[tuple, Any]:
-        """The answers kept so far for (run, key), left here (the live dict: later answers appear in it)."""
+        """The set kept so far for (run, key), left here (the live dict: later additions appear in it)."""
         with self._lock:
             return self._sets.get((run_id, set_key), {}) if run_id else {}
 
     def take(self, run_id: str | None, set_key: str) -> dict[tuple, Any]:
-        """The answers kept for (run, key), removed from here (empty when there are none)."""
+        """The set kept for (run, key), removed from here (empty when there is none)."""
         with self._lock:
             return self._sets.pop((run_id, set_key), {}) if run_id else {}
+
+
+class EarlyAnswers(KeptSets):
+    """Valid answers of this process, per (run id, key), by `request_digest`."""
+
+    def keep(self, run_id: str, set_key: str, reqs: Sequence[Any], results: Sequence[Any]) -> None:
+        self.add(run_id, set_key, {request_digest(q): r for q, r in zip(reqs, results) if getattr(r, "ok", False)})
 
 
 class _Delegating:

@@ -131,14 +131,15 @@ def test_each_episode_is_replayed_for_the_reaudit_as_soon_as_it_has_ended(settin
     replayed early (or another auditor, spec or parameter) is replayed as before."""
     from dataclasses import replace
 
-    from wse_platform.ncp.kept import EarlyReplays, early_replays, replaying
+    from wse_platform.kept_answers import KeptSets
+    from wse_platform.ncp.kept import early_replays, replaying
 
     backend = ScriptedBackend(_live, namespace="kept-live")
     client = LLMClient(settings, run_id="run-1", backends={"narr": backend, "player": backend, "aud": backend},
                        progress=False)
     setup = EpisodeSetup(narrator_model="narr", arch=Architecture.parse("baseline+adversarial"),
                          player_model="player", auditor=AuditorSetup("aud"), t_max=3)
-    answers, replays = EarlyAnswers(), EarlyReplays()
+    answers, replays = EarlyAnswers(), KeptSets()
     on_episode = replaying(client, "cell", SPECS, AuditorSetup("aud"), t_max=3, prompts_dir=None, sampling=None,
                            answers=answers, replays=replays)
     live = run_episodes(keeping(client, "cell", answers), list(SPECS.values()), setup, on_episode=on_episode)

@@ -15,39 +15,17 @@ of their own. The answers' parsed outputs are only read by the audit (`audit.py`
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from wse_platform.kept_answers import MAX_KEPT_SETS, AnsweredClient, EarlyAnswers, KeepingClient, KeptOnlyClient
+from wse_platform.kept_answers import AnsweredClient, EarlyAnswers, KeepingClient, KeptOnlyClient, KeptSets
 from wse_platform.ncp.roles import AUDITOR_ROLES
 
 ANSWERS = EarlyAnswers()
 
-
-class EarlyReplays:
-    """Re-audit replays made while the live episodes ran, per (run id, cell), until the re-audit takes them:
-    transcript key -> (transcript, `reaudit.replay_params`, spec, runs) (the `early` of `reaudit.reaudit`)."""
-
-    def __init__(self, max_sets: int = MAX_KEPT_SETS):
-        self._sets: OrderedDict[tuple[str, str], dict[tuple, tuple]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.max_sets = max_sets
-
-    def keep(self, run_id: str, cell: str, key: tuple, entry: tuple) -> None:
-        with self._lock:
-            self._sets.setdefault((run_id, cell), {})[key] = entry
-            self._sets.move_to_end((run_id, cell))
-            while len(self._sets) > self.max_sets:
-                self._sets.popitem(last=False)
-
-    def take(self, run_id: str | None, cell: str) -> dict[tuple, tuple]:
-        with self._lock:
-            return self._sets.pop((run_id, cell), {}) if run_id else {}
-
-
-REPLAYS = EarlyReplays()
+# re-audit replays made while the live episodes ran, per (run id, cell), until the re-audit takes them:
+# transcript key -> (transcript, `reaudit.replay_params`, spec, runs) (the `early` of `reaudit.reaudit`)
+REPLAYS = KeptSets()
 
 
 def _auditor_answer(req: Any, result: Any) -> bool:
@@ -75,7 +53,7 @@ def answered(client: Any, cell: str, answers: EarlyAnswers = ANSWERS) -> Any:
 
 def replaying(client: Any, cell: str, specs: Mapping[str, Any], auditor: Any, *, t_max: int | None,
               prompts_dir: str | None, sampling: Any, answers: EarlyAnswers = ANSWERS,
-              replays: EarlyReplays = REPLAYS) -> Callable[[list], None] | None:
+              replays: KeptSets = REPLAYS) -> Callable[[list], None] | None:
     """`run_episodes(on_episode=...)` for the live episodes of `cell` (`client` as `keeping` got it): each
     episode, as soon as it has ended, replayed under `auditor` (the in-loop one) from the answers kept
     for it, kept in `replays` for the re-audit of this run (`early_replays`), which then only writes
@@ -100,10 +78,10 @@ def replaying(client: Any, cell: str, specs: Mapping[str, Any], auditor: Any, *,
                               t_max=t_max, prompts_dir=prompts_dir, sampling=sampling)
             except Exception:  # noqa: BLE001 - an answer not kept (NotKept) or anything else: the re-audit replays it
                 continue
-            replays.keep(run_id, cell, tr.key, (tr, params, spec, res.runs))
+            replays.add(run_id, cell, {tr.key: (tr, params, spec, res.runs)})
     return done
 
 
-def early_replays(client: Any, cell: str, replays: EarlyReplays = REPLAYS) -> dict[tuple, tuple]:
+def early_replays(client: Any, cell: str, replays: KeptSets = REPLAYS) -> dict[tuple, tuple]:
     """The replays `replaying` made for `cell` in this run (taken once; empty without the cache)."""
     return replays.take(client.run_id, cell) if _on(client) else {}
