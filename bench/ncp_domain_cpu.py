@@ -20,12 +20,12 @@ each; printed: the median CPU ms per request of each and their ratio, with the l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -182,23 +182,17 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="ncp-domain-"))
     answers = tmp / "answers.json"
     record(args, answers)
-    codes = [("this tree", REPO)]
-    wt = None
-    if args.ref:
-        wt = tmp / "ref"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(wt), args.ref], check=True,
-                       capture_output=True)
-        codes = [(args.ref, wt), ("this tree", REPO)]
+    sys.path.insert(0, str(REPO / "bench"))
+    from checkouts import ref_worktree, run_json
     try:
-        got: dict[str, list[dict]] = {name: [] for name, _ in codes}
-        loads = []
-        for _ in range(args.repeat):
-            for name, code in codes:
-                loads.append(os.getloadavg()[0])
-                res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--answers", str(answers),
-                                      "--code", str(code)], env={**os.environ, "PYTHONPATH": str(code)},
-                                     capture_output=True, text=True, check=True)
-                got[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
+        with (ref_worktree(args.ref, tmp / "ref") if args.ref else contextlib.nullcontext()) as wt:
+            codes = [(args.ref, wt), ("this tree", REPO)] if args.ref else [("this tree", REPO)]
+            got: dict[str, list[dict]] = {name: [] for name, _ in codes}
+            loads = []
+            for _ in range(args.repeat):
+                for name, code in codes:
+                    loads.append(os.getloadavg()[0])
+                    got[name].append(run_json(__file__, ["--answers", str(answers), "--code", str(code)], code))
         out = {"specs": args.specs, "t_max": args.t_max, "repeat": args.repeat,
                "load_average_1m": [round(min(loads), 2), round(max(loads), 2)]}
         for name, rows in got.items():
@@ -210,8 +204,6 @@ def main() -> int:
             out["ratio"] = round(out["this tree"]["cpu_ms_per_request"] / out[args.ref]["cpu_ms_per_request"], 3)
         print(json.dumps(out, indent=1))
     finally:
-        if wt is not None:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)], check=False)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

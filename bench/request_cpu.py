@@ -323,23 +323,17 @@ def main() -> int:
     ap.add_argument("--ref", help="measure REF's code first (temporary git worktree), then this tree's")
     args = ap.parse_args()
     if args.ref:
-        wt = Path(tempfile.mkdtemp(prefix="wse-request-cpu-ref-"))
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(wt), args.ref], check=True,
-                       capture_output=True)
-        try:
+        sys.path.insert(0, str(REPO / "bench"))
+        from checkouts import ref_worktree, run_json
+        with ref_worktree(args.ref) as wt:
             rows = []
             for code in (wt, REPO):
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--benchmark", args.benchmark,
-                       "--archs", str(args.archs), "--seeds",
-                       str(args.seeds), "--horizon", str(args.horizon), "--code", str(code)]
-                res = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True,
-                                     text=True, check=True)
-                rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
+                rows.append(run_json(__file__, ["--benchmark", args.benchmark, "--archs", str(args.archs), "--seeds",
+                                                str(args.seeds), "--horizon", str(args.horizon), "--code", str(code)],
+                                     code))
                 print(json.dumps({"ref" if code == wt else "this tree": rows[-1]}, indent=1), flush=True)
             a, b = (r["all"]["cpu_ms_per_request"] for r in rows)
             print(json.dumps({"cpu_ms_per_request": {args.ref: a, "this tree": b, "ratio": round(b / a, 3)}}))
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)], check=False)
         return 0
     sys.path.insert(0, args.code)
     os.environ.setdefault("WSE_NO_PROGRESS", "1")

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -138,25 +137,19 @@ def main() -> int:
         os.environ.setdefault("WSE_NO_PROGRESS", "1")
         print(json.dumps({**run(args), "load_average": [round(x, 2) for x in os.getloadavg()]}), flush=True)
         return 0
-    wt = Path(tempfile.mkdtemp(prefix="wse-domain-ref-"))
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(wt), args.ref], check=True,
-                   capture_output=True)
-    try:
+    sys.path.insert(0, str(REPO / "bench"))
+    from checkouts import ref_worktree, run_json
+    with ref_worktree(args.ref) as wt:
         got: dict[str, list[float]] = {args.ref: [], "this tree": []}
         for _ in range(args.repeat):
             for name, code in ((args.ref, wt), ("this tree", REPO)):
-                cmd = [sys.executable, str(Path(__file__).resolve()), "--archs", str(args.archs), "--seeds",
-                       str(args.seeds), "--horizon", str(args.horizon), "--code", str(code)]
-                res = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True,
-                                     check=True)
-                row = json.loads(res.stdout.strip().splitlines()[-1])
+                row = run_json(__file__, ["--archs", str(args.archs), "--seeds", str(args.seeds), "--horizon",
+                                          str(args.horizon), "--code", str(code)], code)
                 got[name].append(row["domain_ms_per_request"])
                 print(json.dumps({name: row}), flush=True)
         a, b = (statistics.median(v) for v in got.values())
         print(json.dumps({"domain_ms_per_request_median": {args.ref: a, "this tree": b, "ratio": round(b / a, 3)},
                           "load_average": [round(x, 2) for x in os.getloadavg()]}))
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)], check=False)
     return 0
 
 
