@@ -1,5 +1,5 @@
-"""What the `--ref REF` A/B scripts of `bench/` share: REF's code in a temporary git worktree, and one
-run of a script on a checkout's code (its last stdout line, JSON)."""
+"""What the `--ref REF` A/B scripts of `bench/` share: REF's code in a temporary git worktree, one run of
+a script on a checkout's code (its last stdout line, JSON), and a timed stub client."""
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,3 +33,29 @@ def run_json(script: str, args: list[str], code: Path) -> dict:
     res = subprocess.run([sys.executable, str(Path(script).resolve()), *args],
                          env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+class TimedStub:
+    """A stand-in for the LLM client that answers every request at once (`answer`, a subclass's) and counts
+    the requests and the CPU it spent on them (summed over the threads that call it), for a script to
+    subtract from its process CPU."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cpu = 0.0
+        self.requests = 0
+
+    def answer(self, req):
+        raise NotImplementedError
+
+    def complete(self, req):
+        return self.complete_many([req])[0]
+
+    def complete_many(self, reqs):
+        t0 = time.thread_time()
+        out = [self.answer(q) for q in reqs]
+        dt = time.thread_time() - t0
+        with self._lock:
+            self.cpu += dt
+            self.requests += len(reqs)
+        return out

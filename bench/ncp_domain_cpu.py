@@ -111,31 +111,23 @@ def replay(args, path: Path) -> dict:
     by_id = {s.spec_id: s for s in specs}
     tokens.counter(Prompter(EpisodeSetup.from_settings(settings, "fleet", ARCHS[2])).hiagent_texts().tokenizer_model)
 
-    class Stub:
+    from checkouts import TimedStub
+
+    class Stub(TimedStub):
         use_cache = True
 
         def __init__(self, run_id):
+            super().__init__()
             self.run_id = run_id
-            self.cpu = 0.0
-            self.requests = 0
 
-        def complete(self, req):
-            return self.complete_many([req])[0]
-
-        def complete_many(self, reqs):
-            t0 = time.thread_time()
-            out = []
-            for q in reqs:
-                texts = answers[key(q)]
-                outs = []
-                for t in texts:
-                    p = parse_sample(t, q.output_model, q.choices)
-                    assert p.ok, (q.role, p.message)
-                    outs.append(p.value)
-                out.append(LLMResult(role=q.role, model=q.model, outputs=outs, texts=texts))
-            self.requests += len(reqs)
-            self.cpu += time.thread_time() - t0
-            return out
+        def answer(self, q):
+            texts = answers[key(q)]
+            outs = []
+            for t in texts:
+                p = parse_sample(t, q.output_model, q.choices)
+                assert p.ok, (q.role, p.message)
+                outs.append(p.value)
+            return LLMResult(role=q.role, model=q.model, outputs=outs, texts=texts)
 
     cpu = {"episodes": 0.0, "reaudit": 0.0}
     requests = missed = 0

@@ -22,45 +22,34 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-class Stub:
-    """Answers every request at once (schema-valid), as the client would return them."""
+def make_stub():
+    """A stub whose every answer is schema-valid (`bench/fleet_server.py`'s `instance`), parsed with the
+    request's output model as the client parses it."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import fleet_server
+    from checkouts import TimedStub
+    from wse_platform.llm.types import LLMResult
 
-    def __init__(self) -> None:
-        sys.path.insert(0, str(REPO / "bench"))
-        import fleet_server
-        from wse_platform.llm.types import LLMResult
-        self._instance, self._result = fleet_server.instance, LLMResult
-        self._schemas: dict[type, dict] = {}
-        self._lock = threading.Lock()
-        self.cpu = 0.0
-        self.requests = 0
+    class Stub(TimedStub):
+        def __init__(self) -> None:
+            super().__init__()
+            self._schemas: dict[type, dict] = {}
 
-    def complete(self, req):
-        return self.complete_many([req])[0]
-
-    def complete_many(self, reqs):
-        t0 = time.thread_time()
-        out = []
-        for q in reqs:
+        def answer(self, q):
             m = q.output_model
             schema = self._schemas.get(m)
             if schema is None:
                 schema = self._schemas[m] = m.model_json_schema()
-            text = json.dumps(self._instance(schema))
-            out.append(self._result(role=q.role, model=q.model, outputs=[m.model_validate_json(text)],
-                                    texts=[text], call_ids=[f"c{id(q)}"]))
-        dt = time.thread_time() - t0
-        with self._lock:
-            self.cpu += dt
-            self.requests += len(reqs)
-        return out
+            text = json.dumps(fleet_server.instance(schema))
+            return LLMResult(role=q.role, model=q.model, outputs=[m.model_validate_json(text)], texts=[text],
+                             call_ids=[f"c{id(q)}"])
+    return Stub()
 
 
 def settings_for(tmp: Path, horizon: int):
@@ -94,7 +83,7 @@ def run(args) -> dict:
     stored = episode_seed_rows(seeds).select("seed_id", "seed_json")
     archs = list(WSE_ARCHITECTURES)[: args.archs]
     settings = settings_for(Path(tempfile.mkdtemp(prefix="wse-domain-")), args.horizon)
-    stub = Stub()
+    stub = make_stub()
     gen = judge = 0.0
     for arch in archs:
         c0 = time.process_time()
