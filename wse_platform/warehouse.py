@@ -212,6 +212,32 @@ def _write_stamp(con: duckdb.DuckDBPyConnection, digest: str) -> None:
     con.execute(f"INSERT INTO {_STAMP_TABLE} VALUES (?, ?)", [digest, json.dumps(objects)])
 
 
+def _run_ddl(con: duckdb.DuckDBPyConnection, ddl: list[tuple[Path, str]], digest: str, disk_problem) -> None:
+    """The DDL files' statements and the stamp in one transaction: one commit (a few `fdatasync`s) instead of
+    one per statement (~150 on a fresh file: up to ~0.5 s of wall time on a busy disk, before the first
+    request of a first command, issue 24). A failing file leaves the warehouse as it was (nothing half
+    applied; every statement is idempotent, so the next start runs them all again)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for f, text in ddl:
+            try:
+                con.execute(text)
+            except duckdb.Error as err:
+                raise WarehouseError(disk_problem(err) or f"DDL file {f.name} failed: {err}") from err
+        try:
+            _write_stamp(con, digest)
+        except duckdb.Error as err:
+            raise WarehouseError(disk_problem(err) or f"stamping the schema failed: {err}") from err
+        try:
+            con.execute("COMMIT")
+        except duckdb.Error as err:
+            raise WarehouseError(disk_problem(err) or f"committing the schema failed: {err}") from err
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise
+
+
 class Warehouse:
     def __init__(self, path: str | Path, sql_dir: Path = SQL_DIR, lock_timeout: float = 600.0):
         self.path = Path(path)
@@ -439,15 +465,7 @@ class Warehouse:
                 return
         with self.connect() as con:
             if _stamp(con) != digest:  # another process may have run it while this one waited for the lock
-                for f, text in ddl:
-                    try:
-                        con.execute(text)
-                    except duckdb.Error as err:
-                        raise WarehouseError(self._disk_problem(err) or f"DDL file {f.name} failed: {err}") from err
-                try:
-                    _write_stamp(con, digest)
-                except duckdb.Error as err:
-                    raise WarehouseError(self._disk_problem(err) or f"stamping the schema failed: {err}") from err
+                _run_ddl(con, ddl, digest, self._disk_problem)
         self._schema_ready, self._schema_file = True, self._file_id()
 
     def _file_id(self) -> tuple[int, int] | None:

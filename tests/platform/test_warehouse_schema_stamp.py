@@ -122,3 +122,58 @@ def test_a_table_dropped_by_hand_is_made_again(tmp_path):
     assert "t" in wh.tables() and _runs(path) == 2
     Warehouse(path, sql_dir=sql).ensure_schema()   # stamped again, with t
     assert _runs(path) == 2
+
+
+def test_the_ddl_is_one_transaction(tmp_path):
+    """The DDL files and the stamp are committed together (issue 24: one commit instead of one per statement,
+    ~150 fdatasyncs on a fresh file): a file that fails leaves nothing of the files before it, nor a stamp."""
+    import pytest
+
+    from wse_platform.warehouse import WarehouseError
+
+    path, sql = _setup(tmp_path)
+    (sql / "001_bad.sql").write_text("CREATE TABLE IF NOT EXISTS u (y INTEGER);\nCREATE TABLE oops (;\n")
+    with pytest.raises(WarehouseError, match="001_bad.sql"):
+        Warehouse(path, sql_dir=sql).ensure_schema()
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    finally:
+        con.close()
+    assert not names & {"t", "ddl_runs", "u", "schema_stamp"}, names
+    (sql / "001_bad.sql").write_text("CREATE TABLE IF NOT EXISTS u (y INTEGER);\n")   # fixed: all of it runs
+    wh = Warehouse(path, sql_dir=sql)
+    wh.ensure_schema()
+    assert _runs(path) == 1 and {"t", "u"} <= set(wh.tables())
+
+
+def test_the_real_ddl_upgrades_a_warehouse_of_older_code(tmp_path):
+    """In one transaction the real DDL upgrades a warehouse of older code as running its files one statement
+    after the other did (autocommit, as before): here one made without any `ALTER TABLE ... ADD COLUMN IF NOT
+    EXISTS` (the columns newer code added), with the same tables and columns afterwards."""
+    import re
+
+    from wse_platform.warehouse import SQL_DIR
+
+    old = tmp_path / "old_sql"
+    old.mkdir()
+    removed = 0
+    for f in sorted(SQL_DIR.glob("*.sql")):
+        text, n = re.subn(r"(?m)^ALTER TABLE [^;]*ADD COLUMN IF NOT EXISTS[^;]*;", "", f.read_text())
+        removed += n
+        (old / f.name).write_text(text)
+    assert removed > 10
+    path, reference = tmp_path / "wh.duckdb", tmp_path / "reference.duckdb"
+    Warehouse(path, sql_dir=old).ensure_schema()
+    shutil.copy(path, reference)
+    Warehouse(path).ensure_schema()
+    con = duckdb.connect(str(reference))
+    try:
+        for f in sorted(SQL_DIR.glob("*.sql")):
+            con.execute(f.read_text())   # each statement committed on its own
+    finally:
+        con.close()
+    columns = "SELECT table_name, column_name, data_type FROM information_schema.columns ORDER BY ALL"
+    got = Warehouse(path).query(columns).to_dicts()
+    assert got == Warehouse(reference, sql_dir=old).query(columns).to_dicts()
+    assert {"table_name": "llm_calls", "column_name": "endpoint", "data_type": "VARCHAR"} in got
