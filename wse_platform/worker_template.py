@@ -43,9 +43,11 @@ def build(spec: str) -> None:
     import importlib
     token, target, args, *rest = json.loads(spec)
     select = rest[0] if rest else None
+    # first, before the definitions' modules: the command opens the instance once it has built its definitions
+    # and waits for the lock while this process creates it (issue 24: ~0.25 s before its first run, idle cores)
+    make_instance(target, args)
     module, func = target.split(":")
     loader = getattr(importlib.import_module(module), func)
-    make_instance(target, args)
     defs = loader(*args)
     warm_selections(defs, select)
     keep_instance(target, args)
