@@ -118,6 +118,33 @@ def test_a_batch_written_again_in_a_failed_calls_batch_keeps_one_row_each(tmp_pa
     assert rows == [("a1", None), ("f1", "transport"), ("f2", "infrastructure")]
 
 
+WRITER = textwrap.dedent("""
+    import sys
+    from tests.llm.test_accounting_and_resume import _record
+    from wse_platform.llm.accounting import write_call_records
+    from wse_platform.warehouse import Warehouse
+    wh, me = Warehouse(sys.argv[1]), sys.argv[2]
+    added = 0
+    for b in range(12):   # batches overlapping the other writer's: ids c{4b}..c{4b+7}, plus one of this writer's own
+        added += write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(4 * b, 4 * b + 8)]
+                                    + [_record(f"{me}{b}", f"{me}k{b}", "run-1")])
+    print(added)
+""")
+
+
+def test_two_processes_writing_the_same_records_at_once_keep_one_row_each(tmp_path):
+    """Parallel runs: two processes write overlapping batches at the same time (each batch partly known,
+    partly the other's, partly new); every call_id lands once and the new-row counts add up."""
+    path = tmp_path / "wh.duckdb"
+    Warehouse(path).ensure_schema()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), me], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}) for me in ("x", "y")]
+    added = [int(p.communicate(timeout=120)[0].split()[-1]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    ids = Warehouse(path).query("SELECT call_id FROM llm_calls")["call_id"].to_list()
+    assert len(ids) == len(set(ids)) == 52 + 24 == sum(added)   # c0..c51 once, x0..x11 and y0..y11
+
+
 RUNNER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
