@@ -108,6 +108,30 @@ def test_a_batch_of_new_records_goes_in_without_the_conflict_clause(tmp_path, mo
     assert wh.query("SELECT count(*) AS n FROM llm_calls")["n"][0] == 9
 
 
+def test_a_key_rejection_at_commit_writes_the_batch_again_skipping_known_ids(tmp_path, monkeypatch):
+    """Where DuckDB rejects a known key only at COMMIT (not at the INSERT), the batch is rolled back and
+    written again with OR IGNORE: the new records land, once each."""
+    import contextlib
+
+    import duckdb
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(3)])
+    plain, verbs = wh.transaction, []
+
+    @contextlib.contextmanager
+    def rejected_at_commit():
+        with plain() as con:
+            yield con
+            verbs.append(len(verbs))
+            if len(verbs) == 1:
+                raise duckdb.ConstraintException("Constraint Error: duplicate key (at commit)")
+    monkeypatch.setattr(wh, "transaction", rejected_at_commit)
+    # the INSERT itself passes (new ids); the first COMMIT is made to reject, as such a version would
+    assert write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(3, 5)]) == 2
+    assert len(verbs) == 2
+    assert sorted(wh.query("SELECT call_id FROM llm_calls")["call_id"]) == ["c0", "c1", "c2", "c3", "c4"]
+
+
 def test_a_batch_written_again_in_a_failed_calls_batch_keeps_one_row_each(tmp_path):
     """The fallback for known records also holds for a batch with failed calls (its INSERT has a filter)."""
     wh = Warehouse(tmp_path / "wh.duckdb")
