@@ -52,12 +52,8 @@ def test_failed_calls_are_replaced_by_the_answered_call_of_the_same_request(tmp_
     assert rows == [("a2", None), ("g2", "infrastructure")]
 
 
-def test_a_batch_without_failed_calls_skips_known_ids_through_the_primary_key(tmp_path, monkeypatch):
-    """Issue 24: a batch read the whole of llm_calls (a NOT EXISTS anti-join and two count(*)), a cost
-    that grew with the warehouse; now the primary key skips a known call_id and the INSERT counts."""
+def _spy_statements(wh, monkeypatch) -> list[str]:
     import contextlib
-    wh = Warehouse(tmp_path / "wh.duckdb")
-    write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(5)])
     statements: list[str] = []
 
     class Spy:
@@ -78,12 +74,100 @@ def test_a_batch_without_failed_calls_skips_known_ids_through_the_primary_key(tm
         with plain() as con:
             yield Spy(con)
     monkeypatch.setattr(wh, "transaction", spied)
+    return statements
+
+
+def test_a_batch_without_failed_calls_reads_no_llm_calls_and_skips_known_ids(tmp_path, monkeypatch):
+    """Issue 24: a batch read the whole of llm_calls (a NOT EXISTS anti-join and two count(*)), a cost
+    that grew with the warehouse; the primary key rejects a known call_id and the INSERT counts. A batch
+    holding known records (written again) is inserted anew skipping them (`INSERT OR IGNORE`)."""
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(5)])
+    statements = _spy_statements(wh, monkeypatch)
     assert write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(3, 8)]) == 3
     assert wh.query("SELECT count(*) AS n FROM llm_calls")["n"][0] == 8
-    reads = [s for s in statements if "llm_calls" in s.split("INSERT OR IGNORE INTO llm_calls", 1)[-1]
-             and not s.startswith("DELETE")]
-    assert reads == [] and statements[0].startswith("INSERT OR IGNORE INTO llm_calls"), statements
+    assert sorted(wh.query("SELECT call_id FROM llm_calls")["call_id"]) == [f"c{i}" for i in range(8)]
+    reads = [s for s in statements if "llm_calls" in s.split(" INTO llm_calls", 1)[-1] and not s.startswith("DELETE")]
+    assert reads == [] and any(s.startswith("INSERT OR IGNORE INTO llm_calls") for s in statements), statements
     assert not any("count(" in s.lower() for s in statements), statements
+    assert write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(8)]) == 0   # all known
+    assert wh.query("SELECT count(*) AS n FROM llm_calls")["n"][0] == 8
+
+
+def test_a_batch_of_new_records_goes_in_without_the_conflict_clause(tmp_path, monkeypatch):
+    """Issue 24: `INSERT OR IGNORE` (DuckDB's ON CONFLICT path) cost ~9 ms of CPU per batch though a batch
+    almost never holds a known record: a batch of new records is one plain INSERT (the primary key would
+    reject a known one, and only then is the batch inserted with OR IGNORE)."""
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(5)])
+    statements = _spy_statements(wh, monkeypatch)
+    assert write_call_records(wh, [_record(f"n{i}", f"m{i}", "run-2") for i in range(4)]) == 4
+    inserts = [s for s in statements if s.startswith("INSERT")]
+    assert len(inserts) == 1 and inserts[0].startswith("INSERT INTO llm_calls "), statements
+    assert not any("ROLLBACK" in s or "OR IGNORE" in s or "ON CONFLICT" in s for s in statements), statements
+    assert wh.query("SELECT count(*) AS n FROM llm_calls")["n"][0] == 9
+
+
+def test_a_key_rejection_at_commit_writes_the_batch_again_skipping_known_ids(tmp_path, monkeypatch):
+    """Where DuckDB rejects a known key only at COMMIT (not at the INSERT), the batch is rolled back and
+    written again with OR IGNORE: the new records land, once each."""
+    import contextlib
+
+    import duckdb
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(3)])
+    plain, verbs = wh.transaction, []
+
+    @contextlib.contextmanager
+    def rejected_at_commit():
+        with plain() as con:
+            yield con
+            verbs.append(len(verbs))
+            if len(verbs) == 1:
+                raise duckdb.ConstraintException("Constraint Error: duplicate key (at commit)")
+    monkeypatch.setattr(wh, "transaction", rejected_at_commit)
+    # the INSERT itself passes (new ids); the first COMMIT is made to reject, as such a version would
+    assert write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(3, 5)]) == 2
+    assert len(verbs) == 2
+    assert sorted(wh.query("SELECT call_id FROM llm_calls")["call_id"]) == ["c0", "c1", "c2", "c3", "c4"]
+
+
+def test_a_batch_written_again_in_a_failed_calls_batch_keeps_one_row_each(tmp_path):
+    """The fallback for known records also holds for a batch with failed calls (its INSERT has a filter)."""
+    wh = Warehouse(tmp_path / "wh.duckdb")
+    batch = [_record("a1", "x", "run-1"), _record("f1", "y", "run-1", "transport")]
+    assert write_call_records(wh, batch) == 2
+    assert write_call_records(wh, batch + [_record("f2", "z", "run-1", "infrastructure")]) == 1
+    rows = wh.query("SELECT call_id, error_kind FROM llm_calls ORDER BY call_id").rows()
+    assert rows == [("a1", None), ("f1", "transport"), ("f2", "infrastructure")]
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from tests.llm.test_accounting_and_resume import _record
+    from wse_platform.llm.accounting import write_call_records
+    from wse_platform.warehouse import Warehouse
+    wh, me = Warehouse(sys.argv[1]), sys.argv[2]
+    added = 0
+    for b in range(12):   # batches overlapping the other writer's: ids c{4b}..c{4b+7}, plus one of this writer's own
+        added += write_call_records(wh, [_record(f"c{i}", f"k{i}", "run-1") for i in range(4 * b, 4 * b + 8)]
+                                    + [_record(f"{me}{b}", f"{me}k{b}", "run-1")])
+    print(added)
+""")
+
+
+def test_two_processes_writing_the_same_records_at_once_keep_one_row_each(tmp_path):
+    """Parallel runs: two processes write overlapping batches at the same time (each batch partly known,
+    partly the other's, partly new); every call_id lands once and the new-row counts add up."""
+    path = tmp_path / "wh.duckdb"
+    Warehouse(path).ensure_schema()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), me], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}) for me in ("x", "y")]
+    added = [int(p.communicate(timeout=120)[0].split()[-1]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    ids = Warehouse(path).query("SELECT call_id FROM llm_calls")["call_id"].to_list()
+    assert len(ids) == len(set(ids)) == 52 + 24 == sum(added)   # c0..c51 once, x0..x11 and y0..y11
+
 
 RUNNER = textwrap.dedent("""
     import sys, time

@@ -41,11 +41,19 @@ def write_call_records(warehouse: "Warehouse", records: list[dict[str, Any]]) ->
     transport/infrastructure) is replaced by the row of the same request (request_key, attempt,
     partition) that later got an answer, and is not inserted once such a row exists.
 
-    A record already there is skipped through the table's primary key (`INSERT OR IGNORE`: an index
-    look-up per record) and the number of new rows is what the INSERT reports: the earlier
-    `NOT EXISTS` anti-join and the two `count(*)` read the whole table at every batch, a cost that grew
-    with the warehouse (issue 24: ~31 -> 47 ms of CPU per batch of 200 at 8,000 -> 100,000 rows).
-    The look-up of an answered row of the same request is made only for a batch holding failed calls."""
+    A record already there is never inserted twice: the table's primary key (`call_id`) rejects it.
+    The batch goes in with a plain INSERT first, and only when the key rejects one of its records (a
+    batch written again: a journal replayed after a kill, a retried step of the same run) is it
+    inserted again, in a new transaction (the first was rolled back, whether the key rejected it at the
+    INSERT or at the COMMIT), with `INSERT OR IGNORE`, which skips the known ones. Issue 24: `OR IGNORE`
+    (DuckDB's ON CONFLICT path) cost ~9 ms of CPU per batch whatever its size and the table's (~13 vs
+    ~4 ms for the INSERT of 30 to 1,000 rows at 2,000 to 60,000 rows; `bench/record_writes_cpu.py`),
+    though almost every batch holds only new records; the earlier
+    `NOT EXISTS` anti-join and two `count(*)` read the whole table at every batch. The number of new
+    rows is what the INSERT reports. The look-up of an answered row of the same request is made only
+    for a batch holding failed calls."""
+    import duckdb
+
     from wse_platform.warehouse import WarehouseError
 
     frame = call_records_frame(records).unique(subset="call_id", keep="first", maintain_order=True)
@@ -57,19 +65,30 @@ def write_call_records(warehouse: "Warehouse", records: list[dict[str, Any]]) ->
     same = ("t.request_key = r.request_key AND t.attempt = r.attempt "
             "AND t.partition_key IS NOT DISTINCT FROM r.partition_key")
     bad = "('transport', 'infrastructure')"
-    insert = "INSERT OR IGNORE INTO llm_calls BY NAME SELECT * FROM _wse_calls r"
+    sql = " INTO llm_calls BY NAME SELECT * FROM _wse_calls r"
     if n_failed:
-        insert += (f" WHERE NOT (coalesce(r.error_kind, '') IN {bad} AND EXISTS (SELECT 1 FROM llm_calls t "
-                   f"WHERE {same} AND coalesce(t.error_kind, '') NOT IN {bad}))")
-    try:
+        sql += (f" WHERE NOT (coalesce(r.error_kind, '') IN {bad} AND EXISTS (SELECT 1 FROM llm_calls t "
+                f"WHERE {same} AND coalesce(t.error_kind, '') NOT IN {bad}))")
+    rows = frame.to_arrow()
+
+    def insert(verb: str) -> int:
         with warehouse.transaction() as con:
-            con.register("_wse_calls", frame.to_arrow())
-            added = con.execute(insert).fetchall()[0][0]
+            con.register("_wse_calls", rows)
+            added = con.execute(verb + sql).fetchall()[0][0]
             if n_failed < frame.height:   # answered calls replace the failed rows of their requests
+                # `t.error_kind IN` (NULL: not in it), not `coalesce(t.error_kind, '') IN`: the same rows, but
+                # the filter goes into the scan of llm_calls (~2 vs ~4 ms of CPU per batch at 15,000 rows)
                 con.execute(
-                    f"DELETE FROM llm_calls t WHERE coalesce(t.error_kind, '') IN {bad} AND EXISTS "
+                    f"DELETE FROM llm_calls t WHERE t.error_kind IN {bad} AND EXISTS "
                     f"(SELECT 1 FROM _wse_calls r WHERE {same} AND coalesce(r.error_kind, '') NOT IN {bad})")
             con.unregister("_wse_calls")
+        return added
+
+    try:
+        try:
+            added = insert("INSERT")
+        except duckdb.ConstraintException:   # a record already there (rolled back): again, skipping known ids
+            added = insert("INSERT OR IGNORE")
     except Exception as err:
         raise WarehouseError(f"appending to llm_calls failed: {err}") from err
     return added
