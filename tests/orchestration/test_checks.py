@@ -69,6 +69,30 @@ def test_no_duplicates_is_scoped_to_the_partition(wh):
     assert not C.evaluate_no_duplicates(wh, "wse_trajectory_steps", {}).passed   # whole table
 
 
+def test_one_check_step_reads_a_table_once_for_duplicates_and_usable_rows(wh, monkeypatch):
+    """In one check step (`counts_shared`) a cell table's `no_duplicate_rows` and `produced_usable_rows`
+    read it in one query (was: three); outside a step each evaluation reads it again. Same verdicts."""
+    wh.replace_partition("wse_trajectory_steps", _steps("B1", [1, 2, 2]).with_columns(
+        narrative=pl.Series([None, "n2", "n2"])), CELL)
+    alone = (C.evaluate_no_duplicates(wh, "wse_trajectory_steps", CELL),
+             C.evaluate_usable_rows(wh, "wse_trajectory_steps", CELL))
+    asked: list[str] = []
+    query = wh.query
+    monkeypatch.setattr(wh, "query", lambda sql, params=None: (asked.append(sql), query(sql, params))[1])
+    with C.counts_shared():
+        shared = (C.evaluate_no_duplicates(wh, "wse_trajectory_steps", CELL),
+                  C.evaluate_usable_rows(wh, "wse_trajectory_steps", CELL))
+        assert len(asked) == 1
+        C.evaluate_usable_rows(wh, "wse_trajectory_steps", {"model": "smollm2", "arch": "B2"})  # another scope
+        assert len(asked) == 2
+    assert [r.metadata for r in shared] == [r.metadata for r in alone]
+    assert not shared[0].passed and meta(shared[0], "n_offending") == 2 and meta(shared[0], "n_checked") == 3
+    assert shared[1].passed and meta(shared[1], "n_usable") == 2 and meta(shared[1], "n_rows") == 3
+    asked.clear()
+    C.evaluate_usable_rows(wh, "wse_trajectory_steps", CELL)          # outside a step: read again
+    assert len(asked) == 1
+
+
 def test_old_judge_configuration_verdicts_are_not_duplicates(wh):
     rows = {"model": "smollm2", "arch": "B1", "seed_id": "s1", "step": 1, "judge_index": 0}
     wh.replace_partition("wse_consistency_verdicts", pl.DataFrame([{**rows, "judge_config_id": CONS}]),
