@@ -46,6 +46,7 @@ from assets.wse.checks import (evaluate_wse_consistency_coverage, evaluate_wse_r
                                missing_consistency_votes)
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
+from wse_platform.dagster_private import check_targets_shared
 from wse_platform.warehouse import Warehouse
 
 BENCHMARKS = (wse_checks, ncp_checks, endings_checks)
@@ -320,9 +321,10 @@ def _group_check(name: str, defs: list[CheckDef], pdef) -> Any:
                     if d.partitioning is not None and context.has_partition_key else {}
                 results.append((key, d.evaluate(wh, s, where, context) if d.needs_context
                                 else d.evaluate(wh, s, where)))
-        for key, r in results:
-            yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
-                                   severity=r.severity, description=r.description, metadata=r.metadata)
+        with check_targets_shared():  # the checks of one asset describe the same materialization: read once
+            for key, r in results:
+                yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
+                                       severity=r.severity, description=r.description, metadata=r.metadata)
     return _checks
 
 

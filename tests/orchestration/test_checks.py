@@ -6,7 +6,7 @@ import math
 
 import polars as pl
 import pytest
-from dagster import AssetSelection, DagsterInstance, MaterializeResult, asset, materialize
+from dagster import AssetKey, AssetSelection, DagsterInstance, MaterializeResult, asset, materialize
 
 import assets.checks as C
 from assets.partitions import build_partitions, cell_key
@@ -393,3 +393,40 @@ def test_partitioned_checks_run_in_a_cell_run(config_file, settings, wh):
                       selection=AssetSelection.assets("wse_cell_metrics"))
     [ev] = run.get_asset_check_evaluations()
     assert run.success and not ev.passed and ev.metadata["n_offending"].value == 1   # non-blocking: run still succeeds
+
+
+def test_a_check_step_looks_up_each_assets_checked_materialization_once(config_file, settings, wh, monkeypatch):
+    """Dagster looks up the materialization a partitioned check result describes once per result; in the
+    data checks' step (`check_targets_shared`) once per asset and partition: the three checks of
+    `wse_trajectory_steps` in a cell run read it once (was: three times), and all describe the run's
+    materialization of that cell."""
+    from dagster import AssetCheckResult
+    parts = build_partitions(settings)
+    checks = C.build(settings, parts, known={"wse_trajectory_steps": True})
+    wh.replace_partition("wse_trajectory_steps", _steps("B1", [1, 2]), CELL)
+
+    @asset(name="wse_trajectory_steps", partitions_def=parts.wse)
+    def steps_written_elsewhere():
+        return MaterializeResult()
+
+    looked_up = []
+    original = AssetCheckResult._get_partitioned_target_materialization_data
+
+    def counting(self, step_context, asset_key, partition_key):
+        looked_up.append((asset_key, partition_key))
+        return original(self, step_context, asset_key, partition_key)
+
+    monkeypatch.setattr(AssetCheckResult, "_get_partitioned_target_materialization_data", counting)
+    resources = {"warehouse": WarehouseResource(config_path=str(config_file)),
+                 "settings": SettingsResource(config_path=str(config_file))}
+    instance = DagsterInstance.ephemeral()
+    run = materialize([steps_written_elsewhere, *checks], instance=instance, resources=resources,
+                      partition_key=cell_key("smollm2", "B1"), selection=AssetSelection.assets("wse_trajectory_steps"))
+    assert run.success
+    evs = run.get_asset_check_evaluations()
+    assert sorted(e.check_name for e in evs) == ["llm_failures_below_threshold", "no_duplicate_rows",
+                                                  "produced_usable_rows"]
+    [mat] = instance.fetch_materializations(AssetKey("wse_trajectory_steps"), limit=1).records
+    assert {(e.target_materialization_data.storage_id, e.target_materialization_data.run_id) for e in evs} == \
+        {(mat.storage_id, run.run_id)}
+    assert looked_up == [(AssetKey("wse_trajectory_steps"), cell_key("smollm2", "B1"))]
