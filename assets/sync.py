@@ -306,7 +306,7 @@ def report_changed_verdicts(graph: AssetGraph, instance, skip: set[str],
     except for the assets in `skip` (those the calling run evaluates itself); with `assets`, of those
     assets and what their status computation covers (their ancestors). Returns how many."""
     in_flight: list = []
-    events, _ = sync_events(graph, instance, {}, skip=skip, in_flight=in_flight, assets=assets, built_only=True)
+    events, _ = sync_events(graph, instance, {}, skip=skip, in_flight=in_flight, assets=assets)
     for ev in events:
         instance.report_runless_asset_event(ev)
     record_in_runs(instance, in_flight)
@@ -340,8 +340,8 @@ def _already_said(record, newest: int, passed: bool, description: str) -> bool:
 
 
 def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[str] = frozenset(),
-                in_flight: list | None = None, assets: Sequence[AssetKey] | None = None,
-                built_only: bool = False) -> tuple[list, dict[str, str]]:
+                in_flight: list | None = None,
+                assets: Sequence[AssetKey] | None = None) -> tuple[list, dict[str, str]]:
     """The `in_sync` evaluations to report now, and the new sensor state.
 
     For each materialized asset, the verdict on its newest materialization is compared with the
@@ -351,16 +351,9 @@ def sync_events(graph: AssetGraph, instance, seen: Mapping[str, str], skip: set[
     `in_flight` (a list): where the latest row is a run's planned evaluation or its "rebuilding" mark
     and that run is in flight, the verdict goes there as (run, evaluation marked as that run's) to be
     recorded in the run's row (`sync_rebuilding.in_run`), not in the returned runless events: a runless
-    row of the materialization before would blank the check once the run has written the asset.
-    `built_only` (without `assets`): the status is computed for the materialized assets not in `skip`
-    (and their ancestors) only, the only ones that can get an evaluation; what is downstream and never
-    built (the final tables while the cells run) is left pending for the next computation that asks
-    for it, instead of being recomputed after every cell run."""
+    row of the materialization before would blank the check once the run has written the asset."""
     from assets.sync_rebuilding import marked  # imports this module
     marks = event_marks(graph, instance)
-    if built_only and assets is None:
-        assets = [k for k in graph.toposorted_asset_keys
-                  if marks.get(k.to_user_string(), [0])[0] and k.to_user_string() not in skip]
     events: list = []
     state: dict[str, str] = {}
     by_asset = status_by_asset(graph, instance, marks, assets=assets)
