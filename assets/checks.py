@@ -46,7 +46,7 @@ from assets.wse.checks import (evaluate_wse_consistency_coverage, evaluate_wse_r
                                missing_consistency_votes)
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
-from wse_platform.dagster_private import check_targets_shared
+from wse_platform.dagster_private import check_targets_shared, newest_target
 from wse_platform.warehouse import Warehouse
 
 BENCHMARKS = (wse_checks, ncp_checks, endings_checks)
@@ -218,6 +218,9 @@ def _latest_run(context, table: str) -> str | None:
     from dagster import AssetRecordsFilter
 
     pk = context.partition_key if context.has_partition_key else None
+    if pk:  # the lookup Dagster makes for the step's results on this asset (one read in check_targets_shared)
+        target = newest_target(context.instance, context.run.run_id, AssetKey(table), pk)
+        return target.run_id if target is not None else None
     res = context.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=AssetKey(table), asset_partitions=[pk] if pk else None), limit=1)
     return res.records[0].run_id if res.records else None
@@ -311,18 +314,18 @@ def _group_check(name: str, defs: list[CheckDef], pdef) -> Any:
     @multi_asset_check(name=name, specs=specs, can_subset=True,
                        description=f"Data checks of the {name.removesuffix('_checks').replace('_', ' ')} tables.")
     def _checks(context, warehouse: WarehouseResource, settings: SettingsResource):
-        wh, s = warehouse.get(), settings.get()
-        results = []
-        with wh.held(), counts_shared():  # many small queries: one connection (each open reads the whole catalog)
-            for key in sorted(context.selected_asset_check_keys,
-                              key=lambda k: (k.asset_key.to_user_string(), k.name)):
-                d = by_key[key]
-                where = partition_filter(d.partitioning, context.partition_key) \
-                    if d.partitioning is not None and context.has_partition_key else {}
-                results.append((key, d.evaluate(wh, s, where, context) if d.needs_context
-                                else d.evaluate(wh, s, where)))
         with check_targets_shared():  # the checks of one asset describe the same materialization: read once
-            for key, r in results:
+            wh, s = warehouse.get(), settings.get()
+            results = []
+            with wh.held(), counts_shared():  # many small queries: one connection (each open reads the whole catalog)
+                for key in sorted(context.selected_asset_check_keys,
+                                  key=lambda k: (k.asset_key.to_user_string(), k.name)):
+                    d = by_key[key]
+                    where = partition_filter(d.partitioning, context.partition_key) \
+                        if d.partitioning is not None and context.has_partition_key else {}
+                    results.append((key, d.evaluate(wh, s, where, context) if d.needs_context
+                                    else d.evaluate(wh, s, where)))
+            for key, r in results:  # the warehouse released: Dagster stores each result meanwhile
                 yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
                                        severity=r.severity, description=r.description, metadata=r.metadata)
     return _checks

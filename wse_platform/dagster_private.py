@@ -639,6 +639,25 @@ def _memoized_target(original):
     return lookup
 
 
+def newest_target(instance, run_id: str, asset_key, partition_key: str):
+    """The newest materialization of (asset, partition), as the target Dagster gives a partitioned check
+    result of run `run_id` (None: never built); in `check_targets_shared`, read once and shared with
+    Dagster's own lookups for the step's results (the same query)."""
+    from dagster import AssetRecordsFilter
+    memo = getattr(_shared_targets, "memo", None)
+    key = (id(instance), run_id, asset_key, partition_key)
+    if memo is not None and key in memo:
+        return memo[key]
+    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition_key]),
+                                          limit=1)
+    mat = res.records[0] if res.records else None
+    target = None if mat is None else AssetCheckEvaluationTargetMaterializationData(
+        run_id=mat.event_log_entry.run_id, storage_id=mat.storage_id, timestamp=mat.timestamp)
+    if memo is not None:
+        memo[key] = target
+    return target
+
+
 @contextmanager
 def check_targets_shared():
     """In this block (this thread: a check op yielding its results), Dagster looks up the materialization
@@ -668,5 +687,5 @@ __all__ = [
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
     "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids",
     "latest_materialization_heads", "MaterializationHead", "run_materialized",
-    "template_key", "execute_selection", "selection_job", "warm_selection", "check_targets_shared",
+    "template_key", "execute_selection", "selection_job", "warm_selection", "check_targets_shared", "newest_target",
 ]

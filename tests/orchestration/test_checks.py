@@ -396,11 +396,11 @@ def test_partitioned_checks_run_in_a_cell_run(config_file, settings, wh):
 
 
 def test_a_check_step_looks_up_each_assets_checked_materialization_once(config_file, settings, wh, monkeypatch):
-    """Dagster looks up the materialization a partitioned check result describes once per result; in the
-    data checks' step (`check_targets_shared`) once per asset and partition: the three checks of
-    `wse_trajectory_steps` in a cell run read it once (was: three times), and all describe the run's
+    """Dagster looks up the materialization a partitioned check result describes once per result, and
+    `llm_failures_below_threshold` looks up the same one for its run; in the data checks' step
+    (`check_targets_shared`) that is one read per asset and partition: the three checks of
+    `wse_trajectory_steps` in a cell run read it once (was: four times), and all describe the run's
     materialization of that cell."""
-    from dagster import AssetCheckResult
     parts = build_partitions(settings)
     checks = C.build(settings, parts, known={"wse_trajectory_steps": True})
     wh.replace_partition("wse_trajectory_steps", _steps("B1", [1, 2]), CELL)
@@ -409,24 +409,27 @@ def test_a_check_step_looks_up_each_assets_checked_materialization_once(config_f
     def steps_written_elsewhere():
         return MaterializeResult()
 
-    looked_up = []
-    original = AssetCheckResult._get_partitioned_target_materialization_data
-
-    def counting(self, step_context, asset_key, partition_key):
-        looked_up.append((asset_key, partition_key))
-        return original(self, step_context, asset_key, partition_key)
-
-    monkeypatch.setattr(AssetCheckResult, "_get_partitioned_target_materialization_data", counting)
     resources = {"warehouse": WarehouseResource(config_path=str(config_file)),
                  "settings": SettingsResource(config_path=str(config_file))}
     instance = DagsterInstance.ephemeral()
+    looked_up = []
+    fetch = instance.fetch_materializations
+
+    def counting(records_filter, *args, **kwargs):
+        if getattr(records_filter, "asset_partitions", None):
+            looked_up.append((records_filter.asset_key, tuple(records_filter.asset_partitions)))
+        return fetch(records_filter, *args, **kwargs)
+
+    monkeypatch.setattr(instance, "fetch_materializations", counting)
     run = materialize([steps_written_elsewhere, *checks], instance=instance, resources=resources,
                       partition_key=cell_key("smollm2", "B1"), selection=AssetSelection.assets("wse_trajectory_steps"))
     assert run.success
     evs = run.get_asset_check_evaluations()
     assert sorted(e.check_name for e in evs) == ["llm_failures_below_threshold", "no_duplicate_rows",
                                                   "produced_usable_rows"]
-    [mat] = instance.fetch_materializations(AssetKey("wse_trajectory_steps"), limit=1).records
+    [mat] = fetch(AssetKey("wse_trajectory_steps"), limit=1).records
     assert {(e.target_materialization_data.storage_id, e.target_materialization_data.run_id) for e in evs} == \
         {(mat.storage_id, run.run_id)}
-    assert looked_up == [(AssetKey("wse_trajectory_steps"), cell_key("smollm2", "B1"))]
+    llm = next(e for e in evs if e.check_name == "llm_failures_below_threshold")
+    assert llm.metadata["run_id"].value == run.run_id  # the run it read is the one that built the cell
+    assert looked_up == [(AssetKey("wse_trajectory_steps"), (cell_key("smollm2", "B1"),))]
