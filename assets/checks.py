@@ -46,6 +46,7 @@ from assets.wse.checks import (evaluate_wse_consistency_coverage, evaluate_wse_r
                                missing_consistency_votes)
 from resources import SettingsResource, WarehouseResource
 from wse_platform.config import Settings
+from wse_platform.dagster_private import check_targets_shared, newest_target
 from wse_platform.warehouse import Warehouse
 
 BENCHMARKS = (wse_checks, ncp_checks, endings_checks)
@@ -61,18 +62,37 @@ COVERAGE_CHECKS: tuple[CheckDef, ...] = tuple(c for m in BENCHMARKS for c in m.C
 
 
 # ---- no duplicates -----------------------------------------------------------------------
-def duplicate_keys(wh: Warehouse, table: str, key: Sequence[str], where: Mapping[str, Any]) -> pl.DataFrame:
-    """Natural-key values that occur more than once (with their count `n`) in the scope `where`."""
+def table_summary(wh: Warehouse, table: str, where: Mapping[str, Any]) -> dict[str, Any]:
+    """What a check step asks of a partitioned table, in one pass (one query): its rows in the scope
+    `where` (`n`), the usable ones (`usable`, where the table has a `USABLE` condition, else None) and
+    its natural-key values that occur more than once (`dups`: the key columns and their count `n`). Once per table and scope in `counts_shared`
+    (`no_duplicate_rows` and `produced_usable_rows` of a cell read the same rows)."""
+    memo = _STEP_COUNTS.get()
+    memo_key = ("summary", str(wh.path), table, tuple(where.items()))
+    if memo is not None and memo_key in memo:
+        return memo[memo_key]
+    key = NATURAL_KEYS[table]
     cols = ", ".join(f'"{c}"' for c in key)
     clause, params = where_sql(where)
-    return wh.query(f'SELECT {cols}, count(*) AS n FROM "{table}" WHERE {clause} '
-                    f"GROUP BY {cols} HAVING count(*) > 1 ORDER BY {cols}", params)
+    usable = f"count(*) FILTER (WHERE {USABLE[table]})" if table in USABLE else "NULL"
+    # one row per duplicated key (n > 1), each with the scope's totals; one row of NULL keys with the
+    # totals when no key is duplicated
+    df = wh.query(
+        f'WITH g AS (SELECT {cols}, count(*) AS n, {usable} AS u FROM "{table}" WHERE {clause} GROUP BY {cols}), '
+        "s AS (SELECT coalesce(sum(n), 0) AS total_, sum(u) AS usable_ FROM g) "
+        f"SELECT d.*, s.total_, s.usable_ FROM s LEFT JOIN (SELECT {cols}, n FROM g WHERE n > 1) d ON TRUE "
+        f"ORDER BY {', '.join(f'd.{c}' for c in cols.split(', '))}", params)
+    n = int(df["total_"][0])
+    out = {"n": n, "usable": None if table not in USABLE else int(df["usable_"][0] or 0),
+           "dups": df.filter(pl.col("n").is_not_null()).select(*key, "n")}
+    if memo is not None:
+        memo[memo_key] = out
+    return out
 
 
 def evaluate_no_duplicates(wh: Warehouse, table: str, where: Mapping[str, Any]) -> AssetCheckResult:
-    dups = duplicate_keys(wh, table, NATURAL_KEYS[table], where)
-    clause, params = where_sql(where)
-    total = int(wh.query(f'SELECT count(*) AS n FROM "{table}" WHERE {clause}', params)["n"][0])
+    summary = table_summary(wh, table, where)
+    dups, total = summary["dups"], summary["n"]
     extra_rows = int((dups["n"] - 1).sum()) if dups.height else 0
     return result(dups, int(dups["n"].sum()) if dups.height else 0,
                   f"rows share their natural key {NATURAL_KEYS[table]} with another row", total,
@@ -119,10 +139,8 @@ MAX_FAILED_SHARE = 0.2
 
 def evaluate_usable_rows(wh: Warehouse, table: str, where: Mapping[str, Any]) -> AssetCheckResult:
     """The partition has at least one usable row (e.g. a narrated step, a story that was written)."""
-    clause, params = where_sql(where)
-    row = wh.query(f'SELECT count(*) AS n, count(*) FILTER (WHERE {USABLE[table]}) AS usable '
-                   f'FROM "{table}" WHERE {clause}', params).row(0, named=True)
-    n, usable = int(row["n"]), int(row["usable"])
+    summary = table_summary(wh, table, where)  # every table with a USABLE condition has a natural key
+    n, usable = summary["n"], summary["usable"]
     return AssetCheckResult(
         passed=usable > 0, severity=AssetCheckSeverity.WARN,
         description=None if usable else (f"nothing usable: {n} rows, none with {USABLE[table]}" if n
@@ -200,6 +218,9 @@ def _latest_run(context, table: str) -> str | None:
     from dagster import AssetRecordsFilter
 
     pk = context.partition_key if context.has_partition_key else None
+    if pk:  # the lookup Dagster makes for the step's results on this asset (one read in check_targets_shared)
+        target = newest_target(context.instance, context.run.run_id, AssetKey(table), pk)
+        return target.run_id if target is not None else None
     res = context.instance.fetch_materializations(
         AssetRecordsFilter(asset_key=AssetKey(table), asset_partitions=[pk] if pk else None), limit=1)
     return res.records[0].run_id if res.records else None
@@ -293,19 +314,20 @@ def _group_check(name: str, defs: list[CheckDef], pdef) -> Any:
     @multi_asset_check(name=name, specs=specs, can_subset=True,
                        description=f"Data checks of the {name.removesuffix('_checks').replace('_', ' ')} tables.")
     def _checks(context, warehouse: WarehouseResource, settings: SettingsResource):
-        wh, s = warehouse.get(), settings.get()
-        results = []
-        with wh.held(), counts_shared():  # many small queries: one connection (each open reads the whole catalog)
-            for key in sorted(context.selected_asset_check_keys,
-                              key=lambda k: (k.asset_key.to_user_string(), k.name)):
-                d = by_key[key]
-                where = partition_filter(d.partitioning, context.partition_key) \
-                    if d.partitioning is not None and context.has_partition_key else {}
-                results.append((key, d.evaluate(wh, s, where, context) if d.needs_context
-                                else d.evaluate(wh, s, where)))
-        for key, r in results:
-            yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
-                                   severity=r.severity, description=r.description, metadata=r.metadata)
+        with check_targets_shared():  # the checks of one asset describe the same materialization: read once
+            wh, s = warehouse.get(), settings.get()
+            results = []
+            with wh.held(), counts_shared():  # many small queries: one connection (each open reads the whole catalog)
+                for key in sorted(context.selected_asset_check_keys,
+                                  key=lambda k: (k.asset_key.to_user_string(), k.name)):
+                    d = by_key[key]
+                    where = partition_filter(d.partitioning, context.partition_key) \
+                        if d.partitioning is not None and context.has_partition_key else {}
+                    results.append((key, d.evaluate(wh, s, where, context) if d.needs_context
+                                    else d.evaluate(wh, s, where)))
+            for key, r in results:  # the warehouse released: Dagster stores each result meanwhile
+                yield AssetCheckResult(asset_key=key.asset_key, check_name=key.name, passed=r.passed,
+                                       severity=r.severity, description=r.description, metadata=r.metadata)
     return _checks
 
 

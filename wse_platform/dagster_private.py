@@ -616,6 +616,66 @@ class BatchedStaleStatusResolver(CachingStaleStatusResolver):
         return self._data_versions_differ(previous_version, extract_data_version_from_entry(updated_record.event_log_entry))
 
 
+# ---- one target lookup per (asset, partition) in a check step ------------------------------------
+# Dagster turns each AssetCheckResult of a partitioned step into an evaluation of the newest
+# materialization of its asset's partition, looking that materialization up once per result
+# (`AssetCheckResult._get_partitioned_target_materialization_data`: one event-log query each, 16 of the
+# 22 data checks of a WSE cell step ask again about an asset already asked about).
+_shared_targets = threading.local()
+_TARGET_LOOKUP = "_get_partitioned_target_materialization_data"
+
+
+def _memoized_target(original):
+    @functools.wraps(original)
+    def lookup(self, step_context, asset_key, partition_key):
+        memo = getattr(_shared_targets, "memo", None)
+        if memo is None:
+            return original(self, step_context, asset_key, partition_key)
+        key = (id(step_context.instance), step_context.run_id, asset_key, partition_key)
+        if key not in memo:
+            memo[key] = original(self, step_context, asset_key, partition_key)
+        return memo[key]
+    lookup.shares_targets = True
+    return lookup
+
+
+def newest_target(instance, run_id: str, asset_key, partition_key: str):
+    """The newest materialization of (asset, partition), as the target Dagster gives a partitioned check
+    result of run `run_id` (None: never built); in `check_targets_shared`, read once and shared with
+    Dagster's own lookups for the step's results (the same query)."""
+    from dagster import AssetRecordsFilter
+    memo = getattr(_shared_targets, "memo", None)
+    key = (id(instance), run_id, asset_key, partition_key)
+    if memo is not None and key in memo:
+        return memo[key]
+    res = instance.fetch_materializations(AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition_key]),
+                                          limit=1)
+    mat = res.records[0] if res.records else None
+    target = None if mat is None else AssetCheckEvaluationTargetMaterializationData(
+        run_id=mat.event_log_entry.run_id, storage_id=mat.storage_id, timestamp=mat.timestamp)
+    if memo is not None:
+        memo[key] = target
+    return target
+
+
+@contextmanager
+def check_targets_shared():
+    """In this block (this thread: a check op yielding its results), Dagster looks up the materialization
+    a partitioned check result describes once per (run, asset, partition), not once per result. The op's
+    results are made while it is suspended at its yields, inside the block; what a run's check step
+    describes is the newest materialization when the step reports its first result on that asset."""
+    from dagster import AssetCheckResult
+    method = getattr(AssetCheckResult, _TARGET_LOOKUP, None)  # tests/orchestration/test_checks.py pins it
+    if method is not None and not getattr(method, "shares_targets", False):
+        setattr(AssetCheckResult, _TARGET_LOOKUP, _memoized_target(method))
+    outer = getattr(_shared_targets, "memo", None)
+    _shared_targets.memo = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _shared_targets.memo = outer
+
+
 __all__ = [
     "share_alembic_revisions",
     "AssetCheckEvaluationTargetMaterializationData", "check_history", "shown_in_ui", "AssetGraph", "AssetKeyPartitionKey", "AssetGraphView", "CachingStaleStatusResolver",
@@ -627,5 +687,5 @@ __all__ = [
     "get_function_params", "get_resource_args", "is_context_provided", "latest_check_executions", "observe",
     "release_event_log_connections", "WORKER_WARM_MODULES", "latest_materialization_ids", "latest_observation_ids",
     "latest_materialization_heads", "MaterializationHead", "run_materialized",
-    "template_key", "execute_selection", "selection_job", "warm_selection",
+    "template_key", "execute_selection", "selection_job", "warm_selection", "check_targets_shared", "newest_target",
 ]

@@ -55,20 +55,32 @@ def missing_consistency_votes(steps: pl.DataFrame, votes: pl.DataFrame, judge_co
     for v in votes.iter_rows(named=True):
         by_step.setdefault((v["model"], v["arch"], v["seed_id"], v["step"], v["generation_version"]),
                            {})[v["judge_index"]] = v
+    # a ballot is read, never changed, by `aggregate_step`: one per distinct vote, not one per vote
+    ballots: dict[tuple, ConsistencyVerdict] = {}
+
+    def ballot(v: dict) -> ConsistencyVerdict | None:
+        if v["verdict"] is None:
+            return None
+        key = (v["verdict"], v["category"], v["prior_source"], v["prior_step"])
+        if key not in ballots:
+            ballots[key] = ConsistencyVerdict.model_construct(verdict=key[0], category=key[1], prior_source=key[2],
+                                                              prior_step=key[3])
+        return ballots[key]
+
+    # the trajectories in the order of their first row in step order (as a group_by keeping the order)
+    trajectories: dict[tuple, list[dict]] = {}
+    for row in steps.sort("step").iter_rows(named=True):
+        trajectories.setdefault((row["model"], row["arch"], row["seed_id"]), []).append(row)
     missing = []
-    for (model, arch, seed_id), traj in steps.sort("step").group_by(["model", "arch", "seed_id"],
-                                                                     maintain_order=True):
-        for row in traj.iter_rows(named=True):
+    for (model, arch, seed_id), traj in trajectories.items():
+        for row in traj:
             found = by_step.get((model, arch, seed_id, row["step"], row["generation_version"]), {})
             have = sorted(i for i in found if 0 <= i < judge_count)
             if len(have) < judge_count:
                 missing.append({"model": model, "arch": arch, "seed_id": seed_id, "step": row["step"],
                                 "judge_indices_found": ",".join(map(str, have)), "expected": judge_count})
                 break
-            ballot = [None if found[i]["verdict"] is None else ConsistencyVerdict.model_construct(
-                verdict=found[i]["verdict"], category=found[i]["category"],
-                prior_source=found[i]["prior_source"], prior_step=found[i]["prior_step"]) for i in have]
-            if aggregate_step(ballot, judge_count, row["step"])["majority"] != "consistent":
+            if aggregate_step([ballot(found[i]) for i in have], judge_count, row["step"])["majority"] != "consistent":
                 break  # judging of this trajectory stops here
     return pl.DataFrame(missing, schema={"model": pl.Utf8, "arch": pl.Utf8, "seed_id": pl.Utf8, "step": pl.Int64,
                                          "judge_indices_found": pl.Utf8, "expected": pl.Int64})

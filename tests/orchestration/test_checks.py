@@ -6,7 +6,7 @@ import math
 
 import polars as pl
 import pytest
-from dagster import AssetSelection, DagsterInstance, MaterializeResult, asset, materialize
+from dagster import AssetKey, AssetSelection, DagsterInstance, MaterializeResult, asset, materialize
 
 import assets.checks as C
 from assets.partitions import build_partitions, cell_key
@@ -67,6 +67,30 @@ def test_no_duplicates_is_scoped_to_the_partition(wh):
     assert C.evaluate_no_duplicates(wh, "wse_trajectory_steps", CELL).passed
     assert not C.evaluate_no_duplicates(wh, "wse_trajectory_steps", {"model": "smollm2", "arch": "B2"}).passed
     assert not C.evaluate_no_duplicates(wh, "wse_trajectory_steps", {}).passed   # whole table
+
+
+def test_one_check_step_reads_a_table_once_for_duplicates_and_usable_rows(wh, monkeypatch):
+    """In one check step (`counts_shared`) a cell table's `no_duplicate_rows` and `produced_usable_rows`
+    read it in one query (was: three); outside a step each evaluation reads it again. Same verdicts."""
+    wh.replace_partition("wse_trajectory_steps", _steps("B1", [1, 2, 2]).with_columns(
+        narrative=pl.Series([None, "n2", "n2"])), CELL)
+    alone = (C.evaluate_no_duplicates(wh, "wse_trajectory_steps", CELL),
+             C.evaluate_usable_rows(wh, "wse_trajectory_steps", CELL))
+    asked: list[str] = []
+    query = wh.query
+    monkeypatch.setattr(wh, "query", lambda sql, params=None: (asked.append(sql), query(sql, params))[1])
+    with C.counts_shared():
+        shared = (C.evaluate_no_duplicates(wh, "wse_trajectory_steps", CELL),
+                  C.evaluate_usable_rows(wh, "wse_trajectory_steps", CELL))
+        assert len(asked) == 1
+        C.evaluate_usable_rows(wh, "wse_trajectory_steps", {"model": "smollm2", "arch": "B2"})  # another scope
+        assert len(asked) == 2
+    assert [r.metadata for r in shared] == [r.metadata for r in alone]
+    assert not shared[0].passed and meta(shared[0], "n_offending") == 2 and meta(shared[0], "n_checked") == 3
+    assert shared[1].passed and meta(shared[1], "n_usable") == 2 and meta(shared[1], "n_rows") == 3
+    asked.clear()
+    C.evaluate_usable_rows(wh, "wse_trajectory_steps", CELL)          # outside a step: read again
+    assert len(asked) == 1
 
 
 def test_old_judge_configuration_verdicts_are_not_duplicates(wh):
@@ -369,3 +393,43 @@ def test_partitioned_checks_run_in_a_cell_run(config_file, settings, wh):
                       selection=AssetSelection.assets("wse_cell_metrics"))
     [ev] = run.get_asset_check_evaluations()
     assert run.success and not ev.passed and ev.metadata["n_offending"].value == 1   # non-blocking: run still succeeds
+
+
+def test_a_check_step_looks_up_each_assets_checked_materialization_once(config_file, settings, wh, monkeypatch):
+    """Dagster looks up the materialization a partitioned check result describes once per result, and
+    `llm_failures_below_threshold` looks up the same one for its run; in the data checks' step
+    (`check_targets_shared`) that is one read per asset and partition: the three checks of
+    `wse_trajectory_steps` in a cell run read it once (was: four times), and all describe the run's
+    materialization of that cell."""
+    parts = build_partitions(settings)
+    checks = C.build(settings, parts, known={"wse_trajectory_steps": True})
+    wh.replace_partition("wse_trajectory_steps", _steps("B1", [1, 2]), CELL)
+
+    @asset(name="wse_trajectory_steps", partitions_def=parts.wse)
+    def steps_written_elsewhere():
+        return MaterializeResult()
+
+    resources = {"warehouse": WarehouseResource(config_path=str(config_file)),
+                 "settings": SettingsResource(config_path=str(config_file))}
+    instance = DagsterInstance.ephemeral()
+    looked_up = []
+    fetch = instance.fetch_materializations
+
+    def counting(records_filter, *args, **kwargs):
+        if getattr(records_filter, "asset_partitions", None):
+            looked_up.append((records_filter.asset_key, tuple(records_filter.asset_partitions)))
+        return fetch(records_filter, *args, **kwargs)
+
+    monkeypatch.setattr(instance, "fetch_materializations", counting)
+    run = materialize([steps_written_elsewhere, *checks], instance=instance, resources=resources,
+                      partition_key=cell_key("smollm2", "B1"), selection=AssetSelection.assets("wse_trajectory_steps"))
+    assert run.success
+    evs = run.get_asset_check_evaluations()
+    assert sorted(e.check_name for e in evs) == ["llm_failures_below_threshold", "no_duplicate_rows",
+                                                  "produced_usable_rows"]
+    [mat] = fetch(AssetKey("wse_trajectory_steps"), limit=1).records
+    assert {(e.target_materialization_data.storage_id, e.target_materialization_data.run_id) for e in evs} == \
+        {(mat.storage_id, run.run_id)}
+    llm = next(e for e in evs if e.check_name == "llm_failures_below_threshold")
+    assert llm.metadata["run_id"].value == run.run_id  # the run it read is the one that built the cell
+    assert looked_up == [(AssetKey("wse_trajectory_steps"), (cell_key("smollm2", "B1"),))]
