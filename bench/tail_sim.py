@@ -109,14 +109,13 @@ FINDINGS (2026-12-03, issue 24; span efficiency in %, median [10th, 90th percent
     fifo 94.2, aged 94.7 (0.25 x 120: 95.6, 0.03 x 200: 94.9); aged+x (one order across processes) adds
     0.2-0.4 points to aged in each: the per-process order gets nearly all of the gain.
   - NCP t_max 25 as measured in a fleet run (/tmp/prio2-fl-new0, 22:36 UTC): HiAgent's episodes send
-    ~173 requests, not 153 (ncp.memory_summary: 276 calls per episode, 253 from the cache), and its cell
-    is one process: its 100 episodes end 20-30 s after the baseline cells' and are the run's tail (at
-    most 100 of the 256 slots in flight). With `--memory-extra 23` (47,453 requests; the run: 47,400),
-    6 draws: fifo 81.5, aged 85.2, aged+x 85.5; aged+x with a hint that also counts HiAgent's summaries
-    (the runner's hint is 2 + 6 x t_max for every architecture): 87.2, against aged 85.2 with the same
-    hints -- what a cross-process order could add there, if the hint knew HiAgent's length.
-    The sim has no look cadence: a slot freed while the best waiter is in another process waits in the
-    limiter until that process looks (the process with the first waiter looks every ~3 ms).
+    ~172 requests to the server, the baseline's ~151 (ncp.memory_summary: 276 calls per episode, 253
+    from the cache), and its cell is one process: its median episode ends 17-36 s after the baseline
+    cells' (6 runs), and its 100 episodes are the run's tail (at most 100 of the 256 slots in flight).
+    With `--memory-extra 23` (47,453 requests; the run: 47,400), 6 draws: fifo 81.5, aged 85.2, aged+x
+    85.5; aged+x with a hint that also counts HiAgent's summaries (the runner's hint is 2 + 6 x t_max
+    for every architecture): 87.2, against aged 85.2 with the same hints -- what a cross-process order
+    could add there, if the hint knew HiAgent's length.
   - 100-Endings was not simulated: its fleet run (/tmp/m1-64-endings-/endings) is 99 forecasts and 19,800
     judge requests in wide parallel batches, and its span efficiency is already 98.3 % (170.1 s of
     sum of service / 64 in a 173.1 s span): no order can win more than 1.7 points.
