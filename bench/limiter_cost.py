@@ -17,7 +17,7 @@ revision whose limiter.py is the "old" one (default HEAD), "new" is the working 
 cross-process limit, the CPU floor of the loop itself.
 
     PYTHONPATH=. python bench/limiter_cost.py [--procs 10] [--waiters 64] [--slots 256] [--seconds 8]
-        [--fixed 0.4] [--ref HEAD] [--rounds 2] [--floor]
+        [--fixed 0.4] [--ref HEAD] [--rounds 2] [--floor] [--hints 60]
 
 Measured 2026-12-03 11:38 UTC on the shared 2-core machine (load 9-11), `--rounds 3 --floor --ref 0376acc`,
 10 processes x 64 waiters, 256 slots, lognormal: median of 3 interleaved rounds
@@ -25,12 +25,17 @@ Measured 2026-12-03 11:38 UTC on the shared 2-core machine (load 9-11), `--round
   new  0.248 ms CPU/slot (0.24-0.25),        0.14 cores, util 92.8 %, per process 384-556 slots
   none 0.132 ms CPU/slot,                    0.07 cores, util 91.5 % (the bench's own ceiling at that load)
 12 processes x 48 waiters, fixed 0.4 s, 2 rounds: old 0.636, new 0.138, none 0.020 ms CPU/slot; util 97.1 / 96.2 / 95.7 %.
+The order among one process's waiters (helper prio2, 2026-12-03 22:44 UTC, load 11-15, `--ref a9ea0cf --rounds 2`,
+10 x 64, 256 slots, lognormal): `--hints 60` (new: each task a conversation of 60 requests, old FIFO) old 0.275,
+new 0.286 ms CPU/slot (rounds: old 0.237 / 0.313, new 0.260 / 0.312), util 92.4 / 92.9 %; `--hints 0` old 0.280,
+new 0.259 ms, util 92.7 / 93.5 %: no difference beyond the rounds' spread.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import importlib.util
+import inspect
 import json
 import os
 import random
@@ -77,9 +82,13 @@ def child(args: argparse.Namespace) -> None:
     def service() -> float:
         return args.fixed if args.fixed else rng.lognormvariate(0.0, args.sigma) * args.median
 
+    hinted = args.hints and "priority" in inspect.signature(lim.acquire).parameters
+
     async def worker(t0: float, t1: float) -> None:
+        left = rng.randrange(args.hints + 1) if hinted else 0   # a conversation's requests still expected
         while not stop[0]:
-            slot = await lim.acquire()
+            slot = await (lim.acquire(left) if hinted else lim.acquire())
+            left = left - 1 if left > 0 else args.hints
             a = time.time()
             if stop[0] or a >= t1:
                 lim.release(slot)
@@ -121,7 +130,7 @@ def run_once(args: argparse.Namespace, impl: str) -> dict:
     slots = Path(tempfile.mkdtemp(prefix="limiter-cost-"))
     start = time.time() + 1.5 + 0.05 * args.procs   # after every interpreter is up
     cmd = [sys.executable, __file__, "--child-impl", impl, "--child-dir", str(slots), "--child-start", str(start)]
-    for k in ("procs", "waiters", "slots", "seconds", "warmup", "median", "sigma", "fixed"):
+    for k in ("procs", "waiters", "slots", "seconds", "warmup", "median", "sigma", "fixed", "hints"):
         cmd += [f"--{k}", str(getattr(args, k))]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) for _ in range(args.procs)]
@@ -152,6 +161,9 @@ def main() -> None:
     ap.add_argument("--median", type=float, default=0.4)
     ap.add_argument("--sigma", type=float, default=0.8)
     ap.add_argument("--fixed", type=float, default=0.0, help="fixed service time instead of lognormal")
+    ap.add_argument("--hints", type=int, default=0,
+                    help="each task a conversation of this many requests: acquire(priority = requests left), "
+                         "where the implementation takes a priority (limiter.py's order); 0: no hint")
     ap.add_argument("--ref", default="HEAD", help="git revision of the old limiter.py")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--floor", action="store_true", help="also run `none` (no cross-process limit)")
@@ -170,7 +182,7 @@ def main() -> None:
         impls["none"] = "none"
     print(f"{args.procs} processes x {args.waiters} waiters, {args.slots} slots, "
           + (f"fixed {args.fixed} s" if args.fixed else f"lognormal median {args.median} s sigma {args.sigma}")
-          + f", {args.seconds} s window; old = {args.ref}; load {os.getloadavg()[0]:.2f}")
+          + f", {args.seconds} s window; old = {args.ref}; hints {args.hints}; load {os.getloadavg()[0]:.2f}")
     results: dict[str, list[dict]] = {k: [] for k in impls}
     for r in range(args.rounds):
         for name, impl in impls.items():

@@ -7,7 +7,12 @@ answer that released it. A fleet of `--slots` slots serves each request in a log
 `--median`, shape `--sigma`, as `bench/fleet_server.py`); a request that finds no free slot waits, and
 a freed slot goes to one waiting request, chosen by the ORDER:
 
-  fifo        the earliest waiting (what `wse_platform/llm/limiter.py` does in one process)
+  fifo        the earliest waiting (what `wse_platform/llm/limiter.py` did in one process before the hints)
+  hint        the largest hint the chain runners give (`limiter.expect`: NCP 2 + 6 x t_max at the episode's
+              start, WSE (steps left) x (requests per step + panel) + richness panel in the trajectory's
+              thread and (panels left) x panel + richness panel in its consistency chain; minus the
+              requests the thread sent since), strict
+  aged        the limiter's rule: earliest (queued at - --age x min(hint, --max-hint)) first
   remaining   the most requests its conversation still expects (planned - done): a client knows it
   depth       the longest chain of groups its conversation still has to go through (critical path,
               in requests: also known to the client)
@@ -95,6 +100,22 @@ FINDINGS (2026-12-03, issue 24; span efficiency in %, median [10th, 90th percent
     the same seed on a deterministic server) and needs the server to stop the loser (vLLM aborts a
     request whose connection closes): a design decision, not done here. WSE h10 at 256 slots with
     --hedge 1.2 (10 draws): fifo 94.9, remaining 98.6 (~73 slot-s of copies, 0.3 %).
+  - The limiter's rule with the runners' exact hints (`aged`: key = queued at - --age x min(hint,
+    --max-hint), per process; limiter.py's AGE_S 0.02, MAX_HINT 200: no waiter passed by one queued > 4 s
+    after it). 2026-12-03 ~22:30 UTC, 6 draws, --think 0.02, 256 slots, 3 processes (WSE 4), median
+    span efficiency: NCP t_max 25 fifo 84.6, remaining 89.2, remaining+x 89.5, aged 89.1 (--age 0.25
+    --max-hint 120: 89.2; the cap matters more than the weight: 0.02 x 60: 86.8, 0.05 x 30: 85.4, since
+    hints above the cap look alike); NCP t_max 10 fifo 77.6, aged 80.3 (0.25 x 120: 80.6); WSE h10
+    fifo 94.2, aged 94.7 (0.25 x 120: 95.6, 0.03 x 200: 94.9); aged+x (one order across processes) adds
+    0.2-0.4 points to aged in each: the per-process order gets nearly all of the gain.
+  - NCP t_max 25 as measured in a fleet run (/tmp/prio2-fl-new0, 22:36 UTC): HiAgent's episodes send
+    ~172 requests to the server, the baseline's ~151 (ncp.memory_summary: 276 calls per episode, 253
+    from the cache), and its cell is one process: its median episode ends 17-36 s after the baseline
+    cells' (6 runs), and its 100 episodes are the run's tail (at most 100 of the 256 slots in flight).
+    With `--memory-extra 23` (47,453 requests; the run: 47,400), 6 draws: fifo 81.5, aged 85.2, aged+x
+    85.5; aged+x with a hint that also counts HiAgent's summaries (the runner's hint is 2 + 6 x t_max
+    for every architecture): 87.2, against aged 85.2 with the same hints -- what a cross-process order
+    could add there, if the hint knew HiAgent's length.
   - 100-Endings was not simulated: its fleet run (/tmp/m1-64-endings-/endings) is 99 forecasts and 19,800
     judge requests in wide parallel batches, and its span efficiency is already 98.3 % (170.1 s of
     sum of service / 64 in a 173.1 s span): no order can win more than 1.7 points.
@@ -115,6 +136,7 @@ class Conv:
     deps: list[list[int]]               # groups each group waits for
     proc: int = 0
     planned: int = 0                    # requests the client expects
+    hints: list[int] = field(default_factory=list)   # per group: the priority hint the chain runners give it
     depth: list[int] = field(default_factory=list)   # per group: requests on the longest path from it to the end
 
     def __post_init__(self) -> None:
@@ -130,17 +152,20 @@ class Conv:
         self.after = after
 
 
-def chain(services: list[float], proc: int) -> Conv:
-    return Conv([[s] for s in services], [[k - 1] if k else [] for k in range(len(services))], proc)
+def chain(services: list[float], proc: int, hint0: int | None = None) -> Conv:
+    c = Conv([[s] for s in services], [[k - 1] if k else [] for k in range(len(services))], proc)
+    c.hints = [max(0, (len(services) if hint0 is None else hint0) - k) for k in range(len(services))]
+    return c
 
 
-def ncp(rng: random.Random, ln, t_max: int) -> list[Conv]:
+def ncp(rng: random.Random, ln, t_max: int, memory_extra: int = 1) -> list[Conv]:
     out = []
     for arch in range(3):
         for _ in range(100):
-            n = 2 + 6 * t_max + (1 if arch == 2 else 0)
+            n = 2 + 6 * t_max + (memory_extra if arch == 2 else 0)
             cached = 0 if arch == 0 else rng.choice((2, 2, 3) if arch == 2 else (1, 2, 2, 3))
-            out.append(chain([0.0 if k < cached else ln() for k in range(n)], arch))
+            # the hint (ncp/episode.py): 2 + 6 x t_max at the episode's start, minus the requests sent
+            out.append(chain([0.0 if k < cached else ln() for k in range(n)], arch, 2 + 6 * t_max))
     return out
 
 
@@ -151,29 +176,39 @@ def wse(rng: random.Random, ln, horizon: int, procs: int) -> list[Conv]:
         for _ in range(42):
             groups: list[list[float]] = []
             deps: list[list[int]] = []
+            hints: list[int] = []
             prev_gen, prev_panel = None, None
             panels = []
-            for _t in range(horizon):
+            per_step = (1 if base == 2 else 4 if base == 3 else 0) + wmod + 1 + wmem
+            for t in range(1, horizon + 1):
                 stages = ([[ln()]] if base == 2 else [[ln() for _ in range(4)]] if base == 3 else [])
                 stages += ([[ln()]] if wmod else []) + [[ln()]] + ([[ln()]] if wmem else [])
+                sent = 0
                 for st in stages:
                     deps.append([prev_gen] if prev_gen is not None else [])
                     groups.append(st)
+                    # the hint (wse/simulate.py): the step's and later steps' generation and panels + richness
+                    hints.append((horizon - t + 1) * (per_step + 6) + 6 - sent)
+                    sent += len(st)
                     prev_gen = len(groups) - 1
                 panels.append((prev_gen, [ln() for _ in range(6)]))
             # panels after the generation (topological order): step k's panel after step k and panel k-1
-            for g, svc in panels:
+            for k, (g, svc) in enumerate(panels, 1):
                 deps.append([g] + ([prev_panel] if prev_panel is not None else []))
                 groups.append(svc)
+                hints.append((horizon - k + 1) * 6 + 6)   # the hint (wse/early.py): panels left + richness
                 prev_panel = len(groups) - 1
             deps.append([prev_gen])
             groups.append([ln() for _ in range(6)])
-            out.append(Conv(groups, deps, a % procs))
+            hints.append(0)   # the richness panel: no hint (asked from a judge thread)
+            c = Conv(groups, deps, a % procs)
+            c.hints = hints
+            out.append(c)
     return out
 
 
 def simulate(convs: list[Conv], slots: int, order: str, think: float, rng: random.Random,
-             hedge: float = 0.0, draw=None) -> dict:
+             hedge: float = 0.0, draw=None, age: float = 0.02, max_hint: int = 200) -> dict:
     """One run. `hedge` > 0: a request in service for `hedge` s while a slot is free and nothing waits
     gets a second copy (a fresh service draw from `draw()`); the first answer wins and the other copy
     is cancelled (its slot freed at once)."""
@@ -198,6 +233,10 @@ def simulate(convs: list[Conv], slots: int, order: str, think: float, rng: rando
             return (t,)
         if base == "remaining":
             return (-(convs[i].planned - done[i]), t)
+        if base == "hint":        # the chain runners' hint, strict
+            return (-convs[i].hints[g], t)
+        if base == "aged":        # the limiter's rule: queued AGE_S x min(hint, MAX_HINT) earlier
+            return (t - age * min(convs[i].hints[g], max_hint), t)
         if base == "depth":
             return (-convs[i].depth[g], t)
         if base == "oracle":
@@ -311,6 +350,11 @@ def main() -> None:
     ap.add_argument("--think", type=float, default=0.005, help="client time between an answer and the next request")
     ap.add_argument("--hedge", type=float, default=0.0,
                     help="a request in service this long gets a second copy when a slot is free and nothing waits")
+    ap.add_argument("--age", type=float, default=0.02, help="order aged: seconds of queueing per hinted request")
+    ap.add_argument("--max-hint", type=int, default=200, help="order aged: hints above count as this")
+    ap.add_argument("--memory-extra", type=int, default=1,
+                    help="ncp: HiAgent's requests per episode beyond the baseline's (1 as measured at t_max 3; "
+                         "23 at t_max 25: its subgoal summaries, ~1 per turn after the cache)")
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -323,7 +367,7 @@ def main() -> None:
         mu = math.log(a.median)
         ln = lambda: rng.lognormvariate(mu, a.sigma)  # noqa: E731
         if a.design == "ncp":
-            convs = ncp(rng, ln, a.t_max)
+            convs = ncp(rng, ln, a.t_max, a.memory_extra)
             for c in convs:
                 c.proc %= a.procs
         elif a.design == "wse":
@@ -333,7 +377,7 @@ def main() -> None:
         for o in orders:
             hr = random.Random(-1 - d)
             res[o].append(simulate(convs, a.slots, o, a.think, random.Random(d), a.hedge,
-                                   lambda: hr.lognormvariate(mu, a.sigma)))
+                                   lambda: hr.lognormvariate(mu, a.sigma), a.age, a.max_hint))
     out = {"design": a.design, "slots": a.slots, "procs": a.procs, "draws": a.draws,
            "requests": sum(1 for c in convs for g in c.groups for s in g if s)}
     for o, rows in res.items():

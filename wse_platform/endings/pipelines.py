@@ -30,6 +30,7 @@ from wse_platform.config import ENDINGS_PIPELINE_STEPS
 from wse_platform.endings.corpus import count_words, prose_problem
 from wse_platform.endings.ideas import IdeasError, Reference, StoryIdea, load_ideas  # noqa: F401 (re-export)
 from wse_platform.inputs import InputFileError, check_input, read_input_text
+from wse_platform.llm.limiter import expect
 from wse_platform.llm.types import LLMFailure, LLMRequest, LLMResult, Sampling
 from wse_platform.prompts import get_prompt
 
@@ -216,6 +217,7 @@ def _run_steps(client: Any, ideas: Sequence[StoryIdea], steps: tuple[str, ...],
             if ctx.reference is not None and ctx.reference.mode == "full_text":
                 ctx.reference_text = read_input_text(str(ctx.reference.file), what="reference file").strip()
     builders = {"extract": _extract_request, "adapt": _adapt_request, "plan": _plan_request}
+    expect(len(steps) * len(ideas))   # the limiter's priority: requests this story expects, one per step
     for step in steps:
         live = [c for c in contexts if c.alive]
         if not live:

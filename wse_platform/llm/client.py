@@ -39,6 +39,7 @@ from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, Ba
 from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key, dumps
 from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
+from wse_platform.llm.limiter import take_hint
 from wse_platform.redact import redact_text, redact_url
 from wse_platform.llm.progress import BatchProgress, ProgressFn
 from wse_platform.progress import TALLY  # requests done, for `wse materialize`'s progress lines
@@ -129,6 +130,7 @@ class _State:
     tokens_out: int = 0
     infra_error: str | None = None
     infra_kind: str | None = None
+    priority: int = 0   # the chain runner's hint for the endpoint limiter's order (limiter.take_hint)
 
     def result(self) -> LLMResult:
         return LLMResult(role=self.req.role, model=self.req.model, outputs=self.outputs, texts=self.texts,
@@ -195,6 +197,10 @@ class LLMClient:
         states = [self._prepare(r) for r in reqs]
         if not states:
             return []
+        priority = take_hint(len(states))   # the calling thread's conversation: requests it still expects
+        if priority:
+            for s in states:
+                s.priority = priority
         roles = sorted({s.req.role for s in states})
         progress = BatchProgress(len(states), f"LLM {','.join(roles)[:60]}",
                                  self.progress if callable(self.progress) else None,
@@ -581,7 +587,8 @@ class LLMClient:
         backend = group[0][0].backend
         calls = [BackendCall(model_id=s.model.model_id, messages=s.req.messages, sampling=s.sampling, n=s.req.n,
                              seed=attempt_seed(s.sampling.seed, s.request_key, attempt), json_schema=s.schema,
-                             choices=s.req.choices, role=s.req.role, attempt=attempt) for s, _ in group]
+                             choices=s.req.choices, role=s.req.role, attempt=attempt, priority=s.priority)
+                 for s, _ in group]
         handled: set[int] = set()
         handled_lock = threading.Lock()
 

@@ -32,14 +32,27 @@ POLL_S however many they are, and a freed slot goes to whichever process looks f
   - the cadence does not depend on a process's own luck (a back-off on its own empty looks let the
     processes that happened to win look four times as often as the others);
   - a slot released here goes straight to a waiter here only when no other process waits.
+
+Priority among one process's waiters: a request may carry a hint, the number of requests its
+conversation (an NCP episode, a WSE trajectory, a 100-Endings story) still expects, this one included
+(`expect` in the chain runner's thread; the client takes it with `take_hint` and passes it to the
+backends, which pass it to `acquire`). Whichever way a slot comes to this process (its poller's look,
+or a release here handed straight on), it goes to the waiter with the smallest key = the moment it
+queued - AGE_S x min(hint, MAX_HINT): the conversations with the most requests ahead go first, so the
+end of a run is not left to the longest ones; FIFO among equal keys and for requests without a hint
+(without hints the order is the FIFO of before); no waiter is passed by one that queued more than
+AGE_S x MAX_HINT = 4 s after it. The order only chooses among this process's waiters: when and
+whether a process gets a slot is as above (a slot is never left free while anyone waits), and the
+locks alone decide who holds one.
 """
 from __future__ import annotations
 
 import asyncio
-import collections
 import errno
 import fcntl
 import hashlib
+import heapq
+import itertools
 import mmap
 import os
 import random
@@ -62,6 +75,24 @@ HINT_SLOTS = 1 << 16  # slots with a hint byte (slots beyond: found by trying th
 _STAMP = struct.Struct("d")
 _ENTRY = struct.Struct("dd")
 _TABLE = struct.Struct(f"{2 * _WAITING}d")
+AGE_S = 0.02          # a waiter whose conversation expects r more requests counts as queued AGE_S x r earlier,
+MAX_HINT = 200        # r up to this: a waiter is never passed by one that queued > AGE_S x MAX_HINT = 4 s later
+_HINT = threading.local()
+
+
+def expect(n: int) -> None:
+    """The calling thread's conversation expects `n` more requests (its next one included): the priority
+    of its next requests (`take_hint`). A chain runner calls it at the start of a conversation (0: none)."""
+    _HINT.left = max(0, int(n))
+
+
+def take_hint(k: int = 1) -> int:
+    """The priority of the calling thread's next `k` requests (sent together): the requests its
+    conversation still expects; counts them as sent. 0 without a hint."""
+    left = getattr(_HINT, "left", 0)
+    if left:
+        _HINT.left = max(0, left - k)
+    return left
 
 
 def slots_dir() -> Path:
@@ -105,7 +136,8 @@ class EndpointLimiter:
         self._held: set[int] = set()
         self._next = 0
         self._lock = threading.Lock()
-        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._waiters: list[tuple[float, int, asyncio.Future]] = []   # heap of (key, arrival, waiter)
+        self._seq = itertools.count()
         self._poller: asyncio.Task | None = None
         self._entry = -1   # this process's entry in the waiting table
         self._others = 0   # other processes waiting for this endpoint (as of this process's last look)
@@ -153,7 +185,7 @@ class EndpointLimiter:
                 fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
 
     def _hand_off(self, slot: int) -> bool:
-        """Give a slot released here to the first waiter here (no other process waits)."""
+        """Give a slot released here to the first waiter here, by key (no other process waits)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -162,13 +194,13 @@ class EndpointLimiter:
             if slot not in self._held:
                 return False
             while self._waiters:
-                fut = self._waiters[0]
+                fut = self._waiters[0][2]
                 if fut.done():
-                    self._waiters.popleft()
+                    heapq.heappop(self._waiters)
                     continue
                 if fut.get_loop() is not loop:
                     return False
-                self._waiters.popleft()
+                heapq.heappop(self._waiters)
                 fut.set_result(slot)
                 self.handoffs += 1
                 return True
@@ -221,15 +253,18 @@ class EndpointLimiter:
     def in_flight_here(self) -> int:
         return len(self._held)
 
-    async def acquire(self) -> int:
+    async def acquire(self, priority: int = 0) -> int:
+        """A slot; `priority`: the requests the caller's conversation still expects (the module doc)."""
         # straight to a free slot only when nobody waits, here or elsewhere: a process whose tasks take a
         # slot as soon as they release one would keep every slot it ever got while others wait
-        if not self._waiters and not self._waiting_elsewhere(time.monotonic()):
+        now = time.monotonic()
+        if not self._waiters and not self._waiting_elsewhere(now):
             slot = self.try_acquire()
             if slot is not None:
                 return slot
         fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        key = now - AGE_S * min(priority, MAX_HINT) if priority > 0 else now
+        heapq.heappush(self._waiters, (key, next(self._seq), fut))
         if self._poller is None or self._poller.done():
             self._poller = asyncio.get_running_loop().create_task(self._poll())
         try:
@@ -246,8 +281,8 @@ class EndpointLimiter:
     async def _poll(self) -> None:
         first = True
         while self._waiters:
-            while self._waiters and self._waiters[0].done():
-                self._waiters.popleft()
+            while self._waiters and self._waiters[0][2].done():
+                heapq.heappop(self._waiters)
             now = time.monotonic()
             self._others = self._look_waiting(now)
             if first and self._others:
@@ -264,7 +299,7 @@ class EndpointLimiter:
                 slot = self.try_acquire()
                 if slot is None:
                     break
-                fut = self._waiters.popleft()
+                fut = heapq.heappop(self._waiters)[2]
                 if fut.done():
                     self.release(slot)
                 else:
@@ -275,9 +310,9 @@ class EndpointLimiter:
         if self._entry >= 0 and not self._map.closed:   # no longer waiting
             _ENTRY.pack_into(self._map, 64 + 16 * self._entry, float(os.getpid()), 0.0)
 
-    def slot(self) -> "_Slot":
-        """`async with limiter.slot(): ...` holds one slot for the block."""
-        return _Slot(self)
+    def slot(self, priority: int = 0) -> "_Slot":
+        """`async with limiter.slot(): ...` holds one slot for the block (`priority`: see `acquire`)."""
+        return _Slot(self, priority)
 
     def close(self) -> None:
         with self._lock:
@@ -298,13 +333,13 @@ class EndpointLimiter:
 
 
 class _Slot:
-    __slots__ = ("limiter", "index")
+    __slots__ = ("limiter", "index", "priority")
 
-    def __init__(self, limiter: EndpointLimiter):
-        self.limiter, self.index = limiter, None
+    def __init__(self, limiter: EndpointLimiter, priority: int = 0):
+        self.limiter, self.index, self.priority = limiter, None, priority
 
     async def __aenter__(self) -> int:
-        self.index = await self.limiter.acquire()
+        self.index = await self.limiter.acquire(self.priority)
         return self.index
 
     async def __aexit__(self, *exc: object) -> None:

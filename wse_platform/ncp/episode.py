@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wse_platform.llm.limiter import expect
 from wse_platform.ncp import hiagent
 from wse_platform.ncp.audit import PendingTurn, add_calls, audit_openings, audit_turns, dump
 from wse_platform.ncp.failures import each_episode
@@ -105,6 +106,7 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
 
 def _turns(client: Any, prompter: Prompter, runs: list[EpisodeRun], setup: EpisodeSetup, methods: Any,
            progress: ProgressFn | None) -> None:
+    expect(2 + 6 * setup.t_max)   # the limiter's priority: requests this episode expects (opening, 6 per turn)
     # t = 0: the opening narration at the first node, then the facts it establishes.
     rows = [new_turn_row(r, 0, None, None) for r in runs]
     if methods is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from wse_platform import early_judges
 from wse_platform.config import Settings
+from wse_platform.llm.limiter import expect
 from wse_platform.wse.judges import (
     JudgedTrajectory,
     NarratedStep,
@@ -60,6 +61,14 @@ class CellJudges:
             self._ask.submit(lambda: self.client.complete_many(
                 [richness_request(self.settings, self.richness, traj, j) for j in range(self.richness.count)]))
 
+    @property
+    def consistency_count(self) -> int:
+        return self.consistency.count if self.consistency is not None else 0
+
+    @property
+    def richness_count(self) -> int:
+        return self.richness.count if self.richness is not None else 0
+
     def stop(self) -> None:
         """No new judge request (the cell failed or was interrupted); answers in flight are kept."""
         self._ask.stopped = True
@@ -78,6 +87,7 @@ class CellJudges:
             if self._ask.stopped:
                 return
             k = len(steps)
+            expect((max(self.settings.wse.horizon or k, k) - k + 1) * judge.count + self.richness_count)   # limiter
             traj = self._trajectory(seed, steps)
             results = self.client.complete_many([consistency_request(self.settings, judge, traj, k, j)
                                                  for j in range(judge.count)])

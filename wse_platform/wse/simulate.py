@@ -23,6 +23,7 @@ import polars as pl
 
 from wse_platform import flow
 from wse_platform.config import Settings
+from wse_platform.llm.limiter import expect
 from wse_platform.llm.types import LLMRequest, LLMResult
 from wse_platform.prompts import get_prompt
 from wse_platform.wse import agents
@@ -163,6 +164,7 @@ def _steps(client: CompletesMany, ctx: agents.AgentContext, architecture: Archit
     for t in range(1, H + 1):
         if not run.running:
             break
+        expect((H - t + 1) * _step_requests(architecture, run, early) + (early.richness_count if early else 0))
         active = [run]
         for r in active:
             idx = r.seed.choice_schedule[t - 1]
@@ -180,6 +182,13 @@ def _steps(client: CompletesMany, ctx: agents.AgentContext, architecture: Archit
             _close_step(r, t)
             if early is not None and d.narrative is not None:
                 early.step(r.seed, t, d.player_option, d.narrative, d.new_day)
+
+
+def _step_requests(arch: Architecture, run: _Run, early: Any) -> int:
+    """Requests per step of a trajectory (generation, and the consistency panel when judged early): the
+    limiter's priority of a trajectory is its steps left x this (`wse_platform.llm.limiter.expect`)."""
+    ca = (len(run.seed.npc_ids) if arch.distributed_ca else 1) if arch.has_character_agents else 0
+    return ca + arch.wmod + 1 + arch.wmem + (early.consistency_count if early else 0)
 
 
 # ---- phases -----------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class BackendCall:
     choices: list[str] | None = None
     role: str = ""                # informational (test doubles script per role)
     attempt: int = 1
+    priority: int = 0             # the endpoint limiter's order only (limiter.take_hint); never sent
 
 
 @dataclass

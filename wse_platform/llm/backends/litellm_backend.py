@@ -132,7 +132,7 @@ class LiteLLMBackend(Backend):
         return run_batch(calls, on_result, self._limited_call)
 
     async def _limited_call(self, call: BackendCall) -> BackendResponse:
-        async with self.limiter.slot():   # the request with litellm's own retries holds one endpoint slot
+        async with self.limiter.slot(call.priority):   # the request with litellm's own retries holds one endpoint slot
             return await self._call(call)
 
     async def _call(self, call: BackendCall) -> BackendResponse:

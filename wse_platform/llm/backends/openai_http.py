@@ -154,13 +154,13 @@ class OpenAIHTTPBackend(Backend):
             headers = self._headers()
             body = self._body(call)
             try:
-                got = await self._request(body, headers)
+                got = await self._request(body, headers, call.priority)
             except _Failed as err:
                 if call.n == 1 or err.infrastructure or err.retry or err.final:
                     raise
                 got = Got()  # the server rejects n: one request per sample
             for k in range(len(got.texts), call.n):  # some servers ignore n: fill the missing samples
-                got.add(await self._request(dict(body, n=1, seed=sample_seed(call.seed, k)), headers))
+                got.add(await self._request(dict(body, n=1, seed=sample_seed(call.seed, k)), headers, call.priority))
         except LookupError as err:
             return BackendResponse(error=str(err), latency_s=time.monotonic() - t0, infrastructure=True)
         except _Failed as err:
@@ -171,7 +171,7 @@ class OpenAIHTTPBackend(Backend):
                                latency_s=time.monotonic() - t0,
                                cost_usd=pricing.cost(self.model.model_id, got.tokens_in, got.tokens_out), meta=got.meta(call.n))
 
-    async def _request(self, body: dict[str, Any], headers: dict[str, str]) -> Got:
+    async def _request(self, body: dict[str, Any], headers: dict[str, str], priority: int = 0) -> Got:
         last: _Failed | None = None
         for k in range(self.max_retries + 1):
             if k:
@@ -180,7 +180,7 @@ class OpenAIHTTPBackend(Backend):
                     wait = max(wait, last.retry_after)
                 await asyncio.sleep(min(wait, _MAX_RETRY_AFTER_S))
             try:
-                async with self.limiter.slot():
+                async with self.limiter.slot(priority):
                     self.n_calls += 1
                     return await self._once(body, headers)
             except _Failed as err:
