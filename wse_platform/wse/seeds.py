@@ -79,20 +79,23 @@ def enumerate_candidates(world: InitialWorld) -> list[Candidate]:
             adj[index[r.b]] |= 1 << index[r.a]
     focus = {index[i] for i in world.focus_ids if i in index}
     out: list[Candidate] = []
+    bits = [1 << i for i in range(len(ids))]
     for combo in combinations(range(len(ids)), CAST_SIZE):
-        mask = sum(1 << i for i in combo)
+        mask = 0
+        for i in combo:
+            mask |= bits[i]
         # connectivity by flood fill on bitmasks
-        seen, frontier = 1 << combo[0], 1 << combo[0]
+        seen, frontier = bits[combo[0]], bits[combo[0]]
         while frontier:
             nxt = 0
             for i in combo:
-                if frontier >> i & 1:
+                if frontier & bits[i]:
                     nxt |= adj[i] & mask
             frontier = nxt & ~seen
             seen |= nxt
         if seen != mask:
             continue
-        n_edges = sum(bin(adj[i] & mask).count("1") for i in combo) // 2
+        n_edges = sum((adj[i] & mask).bit_count() for i in combo) // 2
         n_focus = sum(1 for i in combo if i in focus)
         cast = tuple(ids[i] for i in combo)
         for i in combo:
@@ -109,22 +112,31 @@ def _select(world: InitialWorld, quota: int, seed: int) -> list[Candidate]:
     if len(pool) < quota:
         raise SeedSelectionError(
             f"world {world.world_id}: only {len(pool)} connected five-character cast/player candidates, need {quota}")
-    bins = [name for name, _, _ in DENSITY_BINS if any(c.density_bin == name for c in pool)]
+    # (issue 24: on the command's path to its first request, as the source run) per candidate once: its bin,
+    # its hash key; "not chosen yet" a flag per value instead of a scan of the chosen list (same picks)
+    bin_of = [c.density_bin for c in pool]
+    bins = [name for name, _, _ in DENSITY_BINS if name in bin_of]
     chosen: list[Candidate] = []
     player_uses: dict[str, int] = {}
     cast_uses: dict[tuple[str, ...], int] = {}
     member_uses: dict[str, int] = {}
-    keys = {c: _sha(seed, world.world_id, c.player, "+".join(c.cast)) for c in pool}
+    keys = [_sha(seed, world.world_id, c.player, "+".join(c.cast)) for c in pool]
+    taken = [False] * len(pool)
+    alike: dict[Candidate, list[int]] = {}   # equal candidates (none in practice) leave the pool together
+    for j, c in enumerate(pool):
+        alike.setdefault(c, []).append(j)
     for k in range(quota):
         target = bins[k % len(bins)]
-        remaining = [c for c in pool if c not in chosen]
-        least = min(player_uses.get(c.player, 0) for c in remaining)
-        fresh = [c for c in remaining if player_uses.get(c.player, 0) == least]  # players spread first
-        in_bin = [c for c in fresh if c.density_bin == target] or fresh
-        best = min(in_bin, key=lambda c: (
-            player_uses.get(c.player, 0), cast_uses.get(c.cast, 0), -c.n_focus,
-            sum(member_uses.get(m, 0) for m in c.cast), keys[c]))
+        remaining = [j for j in range(len(pool)) if not taken[j]]
+        least = min(player_uses.get(pool[j].player, 0) for j in remaining)
+        fresh = [j for j in remaining if player_uses.get(pool[j].player, 0) == least]  # players spread first
+        in_bin = [j for j in fresh if bin_of[j] == target] or fresh
+        best = pool[min(in_bin, key=lambda j: (
+            player_uses.get(pool[j].player, 0), cast_uses.get(pool[j].cast, 0), -pool[j].n_focus,
+            sum(member_uses.get(m, 0) for m in pool[j].cast), keys[j]))]
         chosen.append(best)
+        for j in alike[best]:
+            taken[j] = True
         player_uses[best.player] = player_uses.get(best.player, 0) + 1
         cast_uses[best.cast] = cast_uses.get(best.cast, 0) + 1
         for m in best.cast:
