@@ -281,13 +281,15 @@ def _parse_body(body: etree._Element, cast: dict[str, CastMember], resolver: _Id
     getpath = body.getroottree().getpath  # XPaths are stable keys (id() of lxml proxies is not)
     raw: list[tuple[etree._Element, str, etree._Element | None, str | None, etree._Element | None]] = []
     for el in body.iter(f"{{{TEI_NS}}}sp", f"{{{TEI_NS}}}stage"):
-        if _local(el) == "stage" and any(_local(a) == "stage" for a in el.iterancestors()):
+        # (ancestors by local name, any namespace, as `_local` reads them: lxml's "{*}name" filter walks them in C;
+        # issue 24: the plays are parsed on the command's path to WSE-bench's first request)
+        if _local(el) == "stage" and next(el.iterancestors("{*}stage"), None) is not None:
             continue  # nested stage (e.g. a sound cue inside an entrance): part of its parent
-        ancestors = list(el.iterancestors())
-        acts = [a for a in ancestors if _local(a) == "div" and a.get("type") == "act"]
+        divs = list(el.iterancestors("{*}div"))
+        acts = [a for a in divs if a.get("type") == "act"]
         act = acts[-1] if acts else None
         # innermost scene/configuration; an act div nested in another act is a mis-typed subdivision
-        seg_div = next((a for a in ancestors if _local(a) == "div" and (
+        seg_div = next((a for a in divs if (
             a.get("type") in SEGMENT_TYPES or (a.get("type") == "act" and act is not None and a is not act
                                                 and getpath(a) != getpath(act)))), None)
         raw.append((el, getpath(act) if act is not None else "body", act,
@@ -353,7 +355,7 @@ def _parse_body(body: etree._Element, cast: dict[str, CastMember], resolver: _Id
             events.append(Event(
                 position=len(events), kind="stage", segment=seg, who=resolver.resolve_all(el.get("who")),
                 text=_text(el), stage_type=el.get("type"),
-                in_speech=any(_local(a) == "sp" for a in el.iterancestors()),
+                in_speech=next(el.iterancestors("{*}sp"), None) is not None,
             ))
         segments[seg].events.append(events[-1])
     return segments, events
