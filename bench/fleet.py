@@ -26,7 +26,8 @@ Besides the efficiency it prints where the fleet was left idle: when the first r
 (`first_request_at_s`), how long the command ran after the last answer (`after_last_answer_s`),
 the slot-seconds left unused inside the span and the longest gaps with nothing in flight; the
 CLI's output is kept with a time stamp per line in `<workdir>/<benchmark>/cli.log` (which run
-started / ended when), to read the gaps against.
+started / ended when), to read the gaps against, and the command's start and end in `command.json`
+(`python bench/fleet_tail.py --breakdown <workdir>` places the last runs' steps against the last answer).
 
 The server draws the service times from one seeded stream in arrival order (`--seed`, default 0), so
 runs of one seed share most of their draws. At σ 0.8 one draw in ~35,000 exceeds 10 s; a long draw
@@ -271,6 +272,8 @@ def run_one(bench: str, args, root: Path) -> dict:
             tree_cpu = tree.total() if tree is not None else None
             rc = proc.wait()
         t1 = time.time()
+        # the command's start and end (epoch s), to place its runs' events (`bench/fleet_tail.py --breakdown`)
+        (folder / "command.json").write_text(json.dumps({"t0": t0, "t1": t1}))
         cli_cpu = _children_cpu() - cpu0
         server_cpu = _proc_cpu(server.pid)
     finally:

@@ -348,7 +348,7 @@ def build_more() -> list:
     def wse_cost_contrasts(context: AssetExecutionContext, warehouse: WarehouseResource,
                            settings: SettingsResource) -> MaterializeResult:
         wh, s = warehouse.get(), settings.get()
-        df = T.cost_contrasts(wh.query("SELECT * FROM llm_calls WHERE role LIKE 'wse.%'"),
+        df = T.cost_contrasts(wh.query(f"SELECT {', '.join(T.COST_COLUMNS)} FROM llm_calls WHERE role LIKE 'wse.%'"),
                               wh.query("SELECT * FROM wse_cell_metrics"), T.TableParams.from_settings(s))
         plots = {"cost_coverage": _save(s, "wse_cost_coverage", cost_coverage_png(df)),
                  "fig11_pct_changes": _save(s, "wse_fig11", F.fig11_png(df))} if df.height else {}

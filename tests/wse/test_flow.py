@@ -110,3 +110,39 @@ def test_batch_only_backends_get_one_batch_per_phase():
     out = flow.each(client, ["a", "b"], item, batched=True)
     assert out == [["answer a0", "answer a1", "answer a2"], ["answer b0", "answer b1"]]
     assert sorted(map(sorted, client.batches)) == [["a0", "b0"], ["a1", "b1"], ["a2"]]
+
+
+def test_cached_consistency_votes_are_replayed_a_step_at_a_time_for_the_whole_cell(tmp_path):
+    """A judging step whose votes are all in the cache (its judges were asked while the cell was generated)
+    sends step k of every trajectory still judged in one `complete_many` (3 calls here instead of 8, ~0.3 ms
+    less CPU per vote: the last cell's judging runs after the fleet's last answer), with the same rows and
+    records; a cell whose first votes are not stored keeps each trajectory's own chain (live votes are not
+    made to wait for the other trajectories' steps)."""
+    from tests.wse.test_judges import C, I, consistency_script, trajectory
+
+    settings = make_settings(tmp_path)
+    # B is contradicted at step 2 (its step 3 is never asked), C has two steps
+    plan = {**{(t, k): [C, C, C] for t in "ABC" for k in (1, 2, 3)}, ("B", 2): [I, I, C]}
+    trajs = [trajectory("A", 3), trajectory("B", 3), trajectory("C", 2)]
+    calls = []
+
+    class Counting(LLMClient):
+        def complete_many(self, reqs):
+            calls.append(len(reqs))
+            return super().complete_many(reqs)
+
+    backend = GatedBackend(consistency_script(plan), lambda call: None, namespace="judge")
+    first = Counting(settings, run_id="run", backends={"judge": backend}, progress=False)
+    live = judge_consistency(first, settings, settings.wse.consistency_judge, trajs)
+    first.close()
+    assert sorted(calls) == [3] * 7   # nothing stored yet: A 3 steps, B 2, C 2, each trajectory on its own
+
+    calls.clear()
+    second = Counting(settings, run_id="run", backends={"judge": backend}, progress=False)
+    replay = judge_consistency(second, settings, settings.wse.consistency_judge, trajs)
+    records = second.call_records()
+    second.close()
+    assert calls == [9, 9, 3], calls   # step 1 of A, B, C; step 2 of A, B, C; step 3 of A
+    assert all(r["cache_hit"] for r in records) and len(records) == 21
+    for name in ("verdicts", "steps", "trajectories"):
+        assert getattr(replay, name).equals(getattr(live, name)), name

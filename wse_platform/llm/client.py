@@ -391,6 +391,18 @@ class LLMClient:
             out, self._records, self._flushed = self._records, [], 0
             return out
 
+    def all_stored(self, reqs: list[LLMRequest]) -> bool:
+        """Whether the cache holds an answer to the first attempt of every request in `reqs` (a read only:
+        nothing is recorded, claimed or counted; False when this client does not read the cache). A caller's
+        hint of how its requests will be answered (e.g. a judging step replaying the answers its judges got
+        early, `wse.judges.judge_consistency`)."""
+        if not reqs or not self.use_cache:
+            return False
+        if not self._replayed:   # answers a stopped run left in the journal count (as `complete_many` finds them)
+            self._replay()
+        keys = {content_key(self._prepare(r).request_key, 1) for r in reqs}
+        return len(self.cache.get_many(keys)) == len(keys)
+
     @property
     def cache(self) -> ResponseCache:
         if self._cache is None:

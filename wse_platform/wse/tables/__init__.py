@@ -38,14 +38,14 @@ from wse_platform.wse.tables.frame import (
 from wse_platform.wse.tables.horizon import horizon_sensitivity
 from wse_platform.wse.tables.precursors import precursor_audit
 from wse_platform.wse.tables.richness_agreement import icc_2_1, richness_agreement
-from wse_platform.wse.tables.robustness import cell_costs, cost_contrasts, full_horizon_contrasts
+from wse_platform.wse.tables.robustness import COST_COLUMNS, cell_costs, cost_contrasts, full_horizon_contrasts
 from wse_platform.wse.tables.scaling import SCALING_METRICS, model_pooled_consistency, scaling_fit
 from wse_platform.wse.tables.schema import FINAL_COLUMNS
 from wse_platform.wse.tables.validation import human_validation, read_labels
 from wse_platform.wse.tables.violations import first_violations
 
 __all__ = [
-    "CELL", "COMMITMENT_SOURCES", "CONSISTENCY_ROLE", "CONTRASTS", "DEFAULT_BOOTSTRAP_SEED", "EARLY_STEP",
+    "CELL", "COMMITMENT_SOURCES", "COST_COLUMNS", "CONSISTENCY_ROLE", "CONTRASTS", "DEFAULT_BOOTSTRAP_SEED", "EARLY_STEP",
     "END_KINDS", "FINAL_COLUMNS", "NO_CATEGORY", "RICHNESS_ROLE", "SCALING_METRICS", "SENSITIVITY_HORIZONS",
     "TRAJ", "UPSTREAM_COLUMNS", "ContrastSpec", "TableInputError", "TableParams", "WseTables", "arch_pairs",
     "architecture_contrasts", "build_all_tables", "build_panel", "cell_mean_weights", "cell_metrics",
