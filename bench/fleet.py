@@ -105,8 +105,13 @@ def config(folder: Path, url: str, slots: int, bench: str, stride: int, scale: t
     return path
 
 
+def read_sequences(log: Path) -> list[dict]:
+    """The server's log of sequences (`bench/fleet_server.py --log`): per sequence its arrival `a`, start `s`, end `e`."""
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
 def busy_figures(log: Path, slots: int, t0: float, t1: float) -> dict:
-    seqs = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    seqs = read_sequences(log)
     if not seqs:
         return {"sequences": 0}
     service = sum(s["e"] - s["s"] for s in seqs)

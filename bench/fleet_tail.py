@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet import REPO, TreeCpu  # noqa: E402
+from fleet import REPO, TreeCpu, read_sequences  # noqa: E402
 
 
 def _epoch(ts) -> float:
@@ -45,8 +45,7 @@ def tail_runs(folder: Path) -> tuple[float, list[dict]]:
     partition (None: an unpartitioned run, e.g. the final tables), start, end and steps
     [(step, start, success, the step's hook done)], times in seconds after the last answer."""
     import sqlite3
-    seqs = [json.loads(line) for line in (folder / "sequences.jsonl").read_text().splitlines() if line.strip()]
-    last = max(q["e"] for q in seqs)
+    last = max(q["e"] for q in read_sequences(folder / "sequences.jsonl"))
     hist = folder / "dagster_home" / "history"
     con = sqlite3.connect(f"file:{hist / 'runs.db'}?mode=ro", uri=True)
     part = dict(con.execute("SELECT run_id, value FROM run_tags WHERE key = 'dagster/partition'").fetchall())
