@@ -217,3 +217,25 @@ def test_the_token_counter_is_loaded_while_the_openings_are_in_flight(settings, 
     res, _ = run(settings, answer, t_max=1)
     assert seen == [True], "the counter was not loaded before the first HiAgent step needed it"
     assert res.episode_rows()[0]["turns"] == 1
+
+
+@pytest.mark.parametrize("arch, per_turn", [("memory+adversarial", 7), ("baseline+adversarial", 6)])
+def test_the_limiter_hint_counts_the_server_requests_to_the_episode_end(settings, arch, per_turn):
+    """The hint (`limiter.expect`, the endpoint limiter's priority) is the server requests the episode still
+    expects: HiAgent's counts its one new summary per turn (it sends ~172 at t_max 25, the baseline ~151),
+    and not the summaries the cache answers. Before, every architecture started at 2 + 6 x t_max and the
+    cached summaries used it up: HiAgent's last turns went out with hint 0, last of all in the order."""
+    script = Script(ncp__memory_hiagent=[hi(subgoal=f"Goal {k}", text=f"Scene {k}.") for k in range(1, 7)])
+    backend = ScriptedBackend(script)
+    client = LLMClient(settings, backends={"narr": backend, "player": backend, "aud": backend}, progress=False)
+    setup = EpisodeSetup(narrator_model="narr", arch=Architecture.parse(arch), player_model="player",
+                         auditor=AuditorSetup("aud"), t_max=6)
+    (ep,) = run_episodes(client, [make_spec()], setup).episode_rows()
+    assert ep["turns"] == 6
+    hints = [c.priority for c in backend.calls]
+    assert hints[0] == 2 + per_turn * 6
+    assert min(hints) >= 1 and hints[-1] == 1   # the episode's last request: the last it expected
+    players = [c.priority for c in backend.calls if c.role.startswith("ncp.player")]
+    assert players == [per_turn * (6 - t + 1) for t in range(1, 7)]   # each turn starts from its count
+    if per_turn == 7:   # turns 3-6 ask for 1-4 summaries, 1 of them new: 6 + 4 x 1 server requests in those turns
+        assert sum(c.role == ROLE_MEMORY for c in backend.calls) == 4

@@ -25,15 +25,16 @@ Waiting costs no system calls per waiter: waiters queue in the process, and one 
 waiting table at every look, and all of them look at one cadence: POLL_S (POLL_IDLE_S while no
 process released a slot of the endpoint for IDLE_AFTER_S; each release stamps the time) times the
 number of processes waiting, up to POLL_MAX_S, jittered +-50 %: together they look about every
-POLL_S however many they are, and a freed slot goes to whichever process looks first. Fairness:
+POLL_S however many they are (the process with the best waiter, below, looks at POLL_S). Fairness:
   - a request takes a free slot straight away only when no process waits (else it queues), and a
     poller that starts while others wait makes its first look at the cadence too: otherwise a
     process whose tasks all hold slots takes each slot back as it releases it and keeps them all;
   - the cadence does not depend on a process's own luck (a back-off on its own empty looks let the
     processes that happened to win look four times as often as the others);
-  - a slot released here goes straight to a waiter here only when no other process waits.
+  - a slot released here goes straight to a waiter here only when no other process waits or this
+    process's best waiter is the best of all (below).
 
-Priority among one process's waiters: a request may carry a hint, the number of requests its
+Priority: a request may carry a hint, the number of requests its
 conversation (an NCP episode, a WSE trajectory, a 100-Endings story) still expects, this one included
 (`expect` in the chain runner's thread; the client takes it with `take_hint` and passes it to the
 backends, which pass it to `acquire`). Whichever way a slot comes to this process (its poller's look,
@@ -41,9 +42,16 @@ or a release here handed straight on), it goes to the waiter with the smallest k
 queued - AGE_S x min(hint, MAX_HINT): the conversations with the most requests ahead go first, so the
 end of a run is not left to the longest ones; FIFO among equal keys and for requests without a hint
 (without hints the order is the FIFO of before); no waiter is passed by one that queued more than
-AGE_S x MAX_HINT = 4 s after it. The order only chooses among this process's waiters: when and
-whether a process gets a slot is as above (a slot is never left free while anyone waits), and the
-locks alone decide who holds one.
+AGE_S x MAX_HINT = 4 s after it.
+
+One order across processes: keys are CLOCK_MONOTONIC based, so they compare across processes. At each
+look a process publishes its best waiter's key and its number of waiters next to its stamp in the map;
+a look that finds free slots leaves a slot released less than LEAVE_S ago (its release time is stamped
+in the map) to the processes whose best key is better than this process's by more than MARGIN_S (as many
+slots as they have waiters), and takes the others. So a freed slot goes to the best waiter of all
+processes, give or take MARGIN_S and the staleness of one look: a slot is never left free longer than
+LEAVE_S while anyone waits; a process whose stamp is older than WAITING_S (it stopped waiting, or died)
+is not waited for; nobody starves (a key ages as above); and the locks alone decide who holds a slot.
 """
 from __future__ import annotations
 
@@ -72,9 +80,15 @@ WAITING_S = 0.1       # a process whose stamp in the waiting table is older is n
 _WAITING = 128        # entries of the waiting table: (pid, last look), from pid % _WAITING on
 _HEAD = 64 + 16 * _WAITING   # hint file: [last release, last repair, last look: f64] pad, waiting table, slot bytes
 HINT_SLOTS = 1 << 16  # slots with a hint byte (slots beyond: found by trying their locks)
+_KEYS = _HEAD + HINT_SLOTS    # then per waiting-table entry (its process's best key, its waiters) ...
+STAMPED = 4096                # ... and per slot below this, when it was last released
+_FREED = _KEYS + 16 * _WAITING
+_SIZE = _FREED + 8 * STAMPED
+MARGIN_S = 0.05       # a slot is left to another process only for a key better by more than this ...
+LEAVE_S = 0.02        # ... and only for this long after its release (a slot is never left free longer)
 _STAMP = struct.Struct("d")
 _ENTRY = struct.Struct("dd")
-_TABLE = struct.Struct(f"{2 * _WAITING}d")
+_TABLE = struct.Struct(f"{2 * _WAITING}d")   # also the keys table
 AGE_S = 0.02          # a waiter whose conversation expects r more requests counts as queued AGE_S x r earlier,
 MAX_HINT = 200        # r up to this: a waiter is never passed by one that queued > AGE_S x MAX_HINT = 4 s later
 _HINT = threading.local()
@@ -86,10 +100,15 @@ def expect(n: int) -> None:
     _HINT.left = max(0, int(n))
 
 
+def hint_left() -> int:
+    """The requests the calling thread's conversation still expects (0: no hint)."""
+    return getattr(_HINT, "left", 0)
+
+
 def take_hint(k: int = 1) -> int:
     """The priority of the calling thread's next `k` requests (sent together): the requests its
     conversation still expects; counts them as sent. 0 without a hint."""
-    left = getattr(_HINT, "left", 0)
+    left = hint_left()
     if left:
         _HINT.left = max(0, left - k)
     return left
@@ -100,25 +119,19 @@ def slots_dir() -> Path:
     return Path(env) if env else Path(tempfile.gettempdir()) / f"wse-platform-slots-{os.getuid()}"
 
 
-def _others_waiting(table: tuple, old: float, pid: float, skip: int = -1) -> int:
-    """Entries of the waiting table (pid, last look, ...), but entry `skip`, of processes other than `pid`
-    that looked after `old`."""
-    return sum(1 for k in range(_WAITING) if k != skip and table[2 * k + 1] > old and table[2 * k] != pid)
-
-
 def _hint_map(folder: Path) -> mmap.mmap:
     """The endpoint's shared hint map (every process sizes it the same: it never shrinks). Its blocks are
     allocated up front: a write into a hole of a mapped file on a full disk would kill the process."""
     fd = os.open(folder / "hints", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if os.fstat(fd).st_size < _HEAD + HINT_SLOTS:
+        if os.fstat(fd).st_size < _SIZE:
             try:
-                os.posix_fallocate(fd, 0, _HEAD + HINT_SLOTS)
+                os.posix_fallocate(fd, 0, _SIZE)
             except OSError as err:
                 if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, getattr(errno, "ENOTSUP", -1)):
                     raise
-                os.ftruncate(fd, _HEAD + HINT_SLOTS)
-        return mmap.mmap(fd, _HEAD + HINT_SLOTS)
+                os.ftruncate(fd, _SIZE)
+        return mmap.mmap(fd, _SIZE)
     finally:
         os.close(fd)
 
@@ -141,6 +154,9 @@ class EndpointLimiter:
         self._poller: asyncio.Task | None = None
         self._entry = -1   # this process's entry in the waiting table
         self._others = 0   # other processes waiting for this endpoint (as of this process's last look)
+        self._owed = 0     # their waiters whose best key is clearly better than this process's (same look)
+        self._best_other = float("inf")   # their best key (same look)
+        self._first = True  # this process's best key is the best of all (same look)
         self.scans = 0     # looks by the poller (tests: waiting costs few)
         self.handoffs = 0  # slots released here straight to a waiter here
         self.repairs = 0   # full looks at every lock marked held
@@ -155,16 +171,20 @@ class EndpointLimiter:
             self._map[_HEAD + i] = 1
         return True
 
-    def try_acquire(self) -> int | None:
+    def try_acquire(self, leave: int = 0) -> int | None:
         """A free slot's index (now held by the caller), or None: tries the slots the map marks free,
-        from after the last slot this process took (slots beyond the map: every one)."""
+        from after the last slot this process took (slots beyond the map: every one); the first `leave`
+        of them released less than LEAVE_S ago are left to other processes."""
         with self._lock:
             m, n, base = self._map, self._hinted, _HEAD
+            young = time.monotonic() - LEAVE_S
             for lo, hi in ((self._next, n), (0, min(self._next, n))):
                 p = m.find(b"\0", base + lo, base + hi)
                 while p >= 0:
                     i = p - base
-                    if i not in self._held and self._take(i):
+                    if leave and i < STAMPED and _STAMP.unpack_from(m, _FREED + 8 * i)[0] > young:
+                        leave -= 1
+                    elif i not in self._held and self._take(i):
                         self._next = (i + 1) % n
                         return i
                     p = m.find(b"\0", p + 1, base + hi)
@@ -174,18 +194,39 @@ class EndpointLimiter:
             return None
 
     def release(self, slot: int) -> None:
-        if self._waiters and not self._others and self._hand_off(slot):
+        if self._waiters and self._best_here() and self._hand_off(slot):
             return
         with self._lock:
             if slot in self._held:
                 self._held.discard(slot)
+                now = time.monotonic()
                 if slot < HINT_SLOTS:
                     self._map[_HEAD + slot] = 0
-                _STAMP.pack_into(self._map, 0, time.monotonic())
+                if slot < STAMPED:
+                    _STAMP.pack_into(self._map, _FREED + 8 * slot, now)
+                _STAMP.pack_into(self._map, 0, now)
                 fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
 
+    def _best_here(self) -> bool:
+        """This process's best waiter is the best of all processes' (as of its last look)."""
+        return not self._others or self._waiters[0][0] <= self._best_other
+
+    def _elsewhere(self, now: float, mine: float, skip: int) -> tuple[int, float, int]:
+        """The other processes waiting (fresh stamps; entry `skip` is this one's): how many, their best
+        key, and how many waiters those whose best key beats `mine` by more than MARGIN_S have."""
+        t, keys = _TABLE.unpack_from(self._map, 64), _TABLE.unpack_from(self._map, _KEYS)
+        old, pid = now - WAITING_S, float(os.getpid())
+        n, best, owed = 0, float("inf"), 0
+        for k in range(_WAITING):
+            if k != skip and t[2 * k + 1] > old and t[2 * k] != pid:
+                n += 1
+                best = min(best, keys[2 * k])
+                if keys[2 * k] < mine - MARGIN_S:
+                    owed += int(keys[2 * k + 1])
+        return n, best, owed
+
     def _hand_off(self, slot: int) -> bool:
-        """Give a slot released here to the first waiter here, by key (no other process waits)."""
+        """Give a slot released here to the first waiter here, by key (it is the best of all processes')."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -207,7 +248,8 @@ class EndpointLimiter:
             return False
 
     def _look_waiting(self, now: float) -> int:
-        """Stamp this process as waiting in the shared table; the number of other processes waiting.
+        """Stamp this process as waiting in the shared table with its best waiter's key; the number of
+        other processes waiting (and `_owed`, `_first`: see `_elsewhere`).
         Its entry: the first from pid % _WAITING on that is its own or stale (another process's fresh
         stamp found there later, after both took it at once: it moves on)."""
         pid = float(os.getpid())
@@ -221,16 +263,19 @@ class EndpointLimiter:
                 if t[2 * e] == pid or t[2 * e + 1] <= old:
                     break
             self._entry = e
+        mine = self._waiters[0][0] if self._waiters else now
+        _ENTRY.pack_into(self._map, _KEYS + 16 * e, mine, float(len(self._waiters)))
         _ENTRY.pack_into(self._map, 64 + 16 * e, pid, now)
         _STAMP.pack_into(self._map, 16, now)   # the latest look of any process
-        return _others_waiting(t, old, pid, skip=e)
+        others, self._best_other, self._owed = self._elsewhere(now, mine, e)
+        self._first = mine <= self._best_other
+        return others
 
     def _waiting_elsewhere(self, now: float) -> int:
         """How many other processes are waiting for a slot of this endpoint (their stamps are fresh)."""
-        old = now - WAITING_S
-        if _STAMP.unpack_from(self._map, 16)[0] <= old:   # nobody looked lately: no need to read the table
+        if _STAMP.unpack_from(self._map, 16)[0] <= now - WAITING_S:   # nobody looked lately: no need to read
             return 0
-        return _others_waiting(_TABLE.unpack_from(self._map, 64), old, float(os.getpid()))
+        return self._elsewhere(now, now, -1)[0]
 
     def repair(self) -> int:
         """Mark free every slot whose byte says held but whose lock nobody holds (its holder died or
@@ -276,7 +321,9 @@ class EndpointLimiter:
 
     def _pause(self, now: float) -> float:
         idle = now - _STAMP.unpack_from(self._map, 0)[0] > IDLE_AFTER_S
-        return min((POLL_IDLE_S if idle else POLL_S) * (1 + self._others), POLL_MAX_S) * (0.5 + random.random())
+        # the process with the best waiter looks at POLL_S: a slot left to it (try_acquire) is not left long
+        n = 0 if self._first else self._others
+        return min((POLL_IDLE_S if idle else POLL_S) * (1 + n), POLL_MAX_S) * (0.5 + random.random())
 
     async def _poll(self) -> None:
         first = True
@@ -296,7 +343,7 @@ class EndpointLimiter:
                 self.repair()
             while self._waiters:
                 self.scans += 1
-                slot = self.try_acquire()
+                slot = self.try_acquire(self._owed)
                 if slot is None:
                     break
                 fut = heapq.heappop(self._waiters)[2]
@@ -306,7 +353,7 @@ class EndpointLimiter:
                     fut.set_result(slot)
             if self._waiters:
                 await asyncio.sleep(self._pause(now))
-        self._others = 0
+        self._others, self._owed, self._first = 0, 0, True
         if self._entry >= 0 and not self._map.closed:   # no longer waiting
             _ENTRY.pack_into(self._map, 64 + 16 * self._entry, float(os.getpid()), 0.0)
 

@@ -40,6 +40,8 @@ from wse_platform.ncp.state import (AUDITOR_ID_ROLE, LOOP_VERSION, Architecture,
 
 # ---- the live loop -----------------------------------------------------------------------------
 
+TURN_REQUESTS = 6   # player, narrator, fact update, conflict check, node update, commitment status
+
 @dataclass
 class EpisodeBatchResult:
     runs: list[EpisodeRun]
@@ -106,7 +108,11 @@ def _play(client: Any, specs: list[NarrativeSpec], setup: EpisodeSetup,
 
 def _turns(client: Any, prompter: Prompter, runs: list[EpisodeRun], setup: EpisodeSetup, methods: Any,
            progress: ProgressFn | None) -> None:
-    expect(2 + 6 * setup.t_max)   # the limiter's priority: requests this episode expects (opening, 6 per turn)
+    # the limiter's priority: the server requests this episode expects (opening, 6 per turn; HiAgent one more:
+    # the summary of the subgoal it finished, its other summaries come from the cache: hiagent.py), set again
+    # at every turn so that a turn's requests outside the count (a double check, a retrieve) do not add up
+    per_turn = TURN_REQUESTS + any(r.memory is not None for r in runs)
+    expect(2 + per_turn * setup.t_max)
     # t = 0: the opening narration at the first node, then the facts it establishes.
     rows = [new_turn_row(r, 0, None, None) for r in runs]
     if methods is not None:
@@ -129,6 +135,7 @@ def _turns(client: Any, prompter: Prompter, runs: list[EpisodeRun], setup: Episo
         active = [r for r in runs if not r.done]
         if not active:
             break
+        expect(per_turn * (setup.t_max - t + 1))
         rows = {id(r): new_turn_row(r, t, None, None) for r in active}
         for r in active:
             r.turn_rows.append(rows[id(r)])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from wse_platform.llm.limiter import expect, hint_left
 from wse_platform.llm.types import LLMRequest
 from wse_platform.ncp import tokens
 from wse_platform.ncp.audit import add_calls, dump
@@ -87,7 +88,10 @@ def _prompts(client: Any, prompter: "Prompter", runs: list["EpisodeRun"], turn: 
                 for j in dict.fromkeys(r.memory.summary_jobs(r.memory.window(texts, drop[id(r)]), texts))
                 if j not in got[id(r)]]
         if jobs:
+            left = hint_left()
             results = client.complete_many([prompter.subgoal_summary(r, turn, j) for r, j in jobs])
+            # the limiter's hint counts server requests: the summaries the cache answered are not among them
+            expect(left - sum(1 for res in results if not res.cache_hit))
             for (r, j), res in zip(jobs, results):
                 add_calls(rows[id(r)], res)
                 if r.done:
