@@ -158,14 +158,16 @@ def chain(services: list[float], proc: int, hint0: int | None = None) -> Conv:
     return c
 
 
-def ncp(rng: random.Random, ln, t_max: int, memory_extra: int = 1) -> list[Conv]:
+def ncp(rng: random.Random, ln, t_max: int, memory_extra: int = 1, memory_hint: int = 1) -> list[Conv]:
     out = []
     for arch in range(3):
         for _ in range(100):
             n = 2 + 6 * t_max + (memory_extra if arch == 2 else 0)
             cached = 0 if arch == 0 else rng.choice((2, 2, 3) if arch == 2 else (1, 2, 2, 3))
-            # the hint (ncp/episode.py): 2 + 6 x t_max at the episode's start, minus the requests sent
-            out.append(chain([0.0 if k < cached else ln() for k in range(n)], arch, 2 + 6 * t_max))
+            # the hint (ncp/episode.py): 2 + (6 + memory_hint for HiAgent) x t_max at the episode's start, minus
+            # the requests sent
+            hint = 2 + (6 + (memory_hint if arch == 2 else 0)) * t_max
+            out.append(chain([0.0 if k < cached else ln() for k in range(n)], arch, hint))
     return out
 
 
@@ -355,6 +357,9 @@ def main() -> None:
     ap.add_argument("--memory-extra", type=int, default=1,
                     help="ncp: HiAgent's requests per episode beyond the baseline's (1 as measured at t_max 3; "
                          "23 at t_max 25: its subgoal summaries, ~1 per turn after the cache)")
+    ap.add_argument("--memory-hint", type=int, default=1,
+                    help="ncp: the runner's hint counts this many more requests per turn for HiAgent (0: before "
+                         "2026-12-04, when every architecture's hint was 2 + 6 x t_max)")
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -367,7 +372,7 @@ def main() -> None:
         mu = math.log(a.median)
         ln = lambda: rng.lognormvariate(mu, a.sigma)  # noqa: E731
         if a.design == "ncp":
-            convs = ncp(rng, ln, a.t_max, a.memory_extra)
+            convs = ncp(rng, ln, a.t_max, a.memory_extra, a.memory_hint)
             for c in convs:
                 c.proc %= a.procs
         elif a.design == "wse":
