@@ -211,18 +211,18 @@ class EndpointLimiter:
         """This process's best waiter is the best of all processes' (as of its last look)."""
         return not self._others or self._waiters[0][0] <= self._best_other
 
-    def _elsewhere(self, now: float, mine: float, skip: int) -> tuple[int, float, int]:
-        """The other processes waiting (fresh stamps; entry `skip` is this one's): how many, their best
-        key, and how many waiters those whose best key beats `mine` by more than MARGIN_S have."""
-        t, keys = _TABLE.unpack_from(self._map, 64), _TABLE.unpack_from(self._map, _KEYS)
+    def _elsewhere(self, now: float, mine: float, skip: int, t: tuple | None = None) -> tuple[int, float, int]:
+        """The other processes waiting (fresh stamps in the waiting table `t`; entry `skip` is this one's): how
+        many, their best key, and how many waiters those whose best key beats `mine` by more than MARGIN_S have."""
+        t = t or _TABLE.unpack_from(self._map, 64)
         old, pid = now - WAITING_S, float(os.getpid())
         n, best, owed = 0, float("inf"), 0
-        for k in range(_WAITING):
-            if k != skip and t[2 * k + 1] > old and t[2 * k] != pid:
-                n += 1
-                best = min(best, keys[2 * k])
-                if keys[2 * k] < mine - MARGIN_S:
-                    owed += int(keys[2 * k + 1])
+        for k in [k for k, look in enumerate(t[1::2]) if look > old]:
+            if k != skip and t[2 * k] != pid:
+                key, waiters = _ENTRY.unpack_from(self._map, _KEYS + 16 * k)
+                n, best = n + 1, min(best, key)
+                if key < mine - MARGIN_S:
+                    owed += int(waiters)
         return n, best, owed
 
     def _hand_off(self, slot: int) -> bool:
@@ -267,7 +267,7 @@ class EndpointLimiter:
         _ENTRY.pack_into(self._map, _KEYS + 16 * e, mine, float(len(self._waiters)))
         _ENTRY.pack_into(self._map, 64 + 16 * e, pid, now)
         _STAMP.pack_into(self._map, 16, now)   # the latest look of any process
-        others, self._best_other, self._owed = self._elsewhere(now, mine, e)
+        others, self._best_other, self._owed = self._elsewhere(now, mine, e, t)
         self._first = mine <= self._best_other
         return others
 
