@@ -4,9 +4,9 @@ A request may carry the number of requests its conversation still expects (`limi
 chain runner's thread, `take_hint` in the client, `BackendCall.priority` to the backends); a waiter's
 key is when it queued minus AGE_S x min(hint, MAX_HINT): the conversations with the most requests
 ahead go first, FIFO among equal keys and without hints, and no waiter is passed by one that queued
-more than AGE_S x MAX_HINT after it. Before, one process's waiters were served FIFO. What a process
-gets across processes is unchanged (tests/llm/test_limiter_polling.py), and a slot is never left
-free while a waiter of the process waits (the stress test below).
+more than AGE_S x MAX_HINT after it. Before, one process's waiters were served FIFO. The order across
+processes: tests/llm/test_limiter_order.py; fairness without hints: tests/llm/test_limiter_polling.py;
+a slot is never left free while a waiter of the process waits (the stress test below).
 
 The ordering tests run the limiter on a fake clock (`limiter.time`), so the keys do not depend on
 how fast the loaded machine runs the test."""
