@@ -125,12 +125,14 @@ FINDINGS (2026-12-03, issue 24; span efficiency in %, median [10th, 90th percent
     the back of the queue). Fleet A/B, NCP 256 slots t_max 25 (`bench/fleet.py ... --seed S`, base =
     main 604c4fd, back-to-back pairs, load 2.6-5.8 from other work on the 2 cores), efficiency over the
     command / in the span, %, base -> new: seed 0 77.2/80.5 -> 81.9/85.7; seed 1 71.3/75.8 -> 74.6/77.9;
-    seed 2 71.2/74.3 -> 75.4/79.4; seed 3 77.1/80.5 -> 81.1/84.9 (+3.3 to +4.7 points in every pair,
-    larger than the sim's 85.2 -> 87.2; the load was higher in the base arm in seed 1, in the new in 2). The
-    HiAgent cell is no longer the tail: its last answer 16.6 / 22.0 s after the baseline cells' in base
-    seeds 0 / 1, 3.1 / 18.0 s in new (seed 1's new tail: 1-6 HiAgent episodes left from 110 s on, chain-
-    bound: a request order cannot shorten one episode's own chain). The CLI's process tree used 3-10 CPU s
-    more in new (126.2/129.3, 122.8/129.6, 133.4/143.6, 125.8/129.4), not yet broken down (a suspect: the
+    seed 2 71.2/74.3 -> 75.4/79.4; seed 3 77.1/80.5 -> 81.1/84.9; seed 4 78.9/82.6 -> 77.5/81.3; seed 5
+    76.8/80.2 -> 83.1/87.5 (new at load 0.5, base 2.3): +3.5 points mean, 5 of 6 pairs better, median
+    77.0 -> 79.3, but new's lowest 74.6 (seed 1): not yet >= 75 % in every run. The load was higher in
+    the base arm in seed 1, in the new in seed 2. The
+    HiAgent cell is less often the tail: its last answer 16.6 / 22.0 / 17.9 / 15.3 s after the baseline
+    cells' in base seeds 0 / 1 / 3 / 4, 3.1 / 18.0 / -3.1 / 11.6 s in new (seed 1's new tail: 1-6 HiAgent
+    episodes left from 110 s on, chain-bound: a request order cannot shorten one episode's own chain). The CLI's process tree used 3-10 CPU s
+    more in new (126.2/129.3, 122.8/129.6, 133.4/143.6, 125.8/129.4, 134.2/140.7, 123.9/129.0), not broken down (a suspect: the
     process with the best waiter looks at POLL_S instead of POLL_S x 3; a look itself is cheaper than
     main's, 7.4 vs 8.3 us with 256 slots held elsewhere).
   - 100-Endings was not simulated: its fleet run (/tmp/m1-64-endings-/endings) is 99 forecasts and 19,800
