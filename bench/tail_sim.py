@@ -131,10 +131,11 @@ FINDINGS (2026-12-03, issue 24; span efficiency in %, median [10th, 90th percent
     the base arm in seed 1, in the new in seed 2. The
     HiAgent cell is less often the tail: its last answer 16.6 / 22.0 / 17.9 / 15.3 s after the baseline
     cells' in base seeds 0 / 1 / 3 / 4, 3.1 / 18.0 / -3.1 / 11.6 s in new (seed 1's new tail: 1-6 HiAgent
-    episodes left from 110 s on, chain-bound: a request order cannot shorten one episode's own chain). The CLI's process tree used 3-10 CPU s
-    more in new (126.2/129.3, 122.8/129.6, 133.4/143.6, 125.8/129.4, 134.2/140.7, 123.9/129.0), not broken down (a suspect: the
-    process with the best waiter looks at POLL_S instead of POLL_S x 3; a look itself is cheaper than
-    main's, 7.4 vs 8.3 us with 256 slots held elsewhere).
+    episodes left from 110 s on, chain-bound: a request order cannot shorten one episode's own chain).
+    The CLI's process tree used 3-10 CPU s more in new (126.2/129.3, 122.8/129.6, 133.4/143.6,
+    125.8/129.4, 134.2/140.7, 123.9/129.0), not broken down (a suspect: the process with the best waiter
+    looks at POLL_S instead of POLL_S x 3; a look itself is cheaper than main's, 7.4 vs 8.3 us with 256
+    slots held elsewhere).
   - 100-Endings was not simulated: its fleet run (/tmp/m1-64-endings-/endings) is 99 forecasts and 19,800
     judge requests in wide parallel batches, and its span efficiency is already 98.3 % (170.1 s of
     sum of service / 64 in a 173.1 s span): no order can win more than 1.7 points.
