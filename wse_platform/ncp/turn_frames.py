@@ -45,4 +45,5 @@ class TurnFrames:
                 parts.append(turn_frame(list(run.turn_rows)))
             else:
                 parts.append(made[2])
-        return pl.concat(parts) if parts else turn_frame([])
+        # one chunk: DuckDB's insert of ~100 chunks cost ~0.06 s more CPU than the 22 MB rechunk (~0.005 s)
+        return pl.concat(parts, rechunk=True) if parts else turn_frame([])
