@@ -11,9 +11,11 @@ Prints wall and CPU seconds (medians) and the load. Run from the repository root
 
     PYTHONPATH=$PWD python bench/ncp_cell_tail.py /tmp/wse-fleet-x/ncp [--arch memory+adversarial] [--rounds 5]
 
-Found (2026-12-04 ~16:55 UTC, helper start, on the rows of an NCP 256-slot t_max 25 fleet run: 2,600 turn rows,
-~22 MB of ledger, commitment and memory JSON; load 4-7 from other helpers' runs): see the README row / the helper's
-report; in a fleet run with time stamps the same work took 0.12 s (frame) + 0.28 s (writes) after the last answer.
+Found (2026-12-04 ~16:55 UTC, helper start, the HiAgent cell's rows of an NCP 256-slot t_max 25 fleet run: 2,600
+turn rows, 21.7 MB of ledger, commitment and memory JSON; load 5.5 from other helpers' runs): old 0.460 s wall /
+0.263 CPU s, new 0.354 s / 0.203 CPU s (medians of 7). Left in ~100 chunks the concatenated frame cost DuckDB's
+insert ~0.06 CPU s more (hence the rechunk). In that fleet run, with time stamps, the same work took 0.12 s (frame)
++ 0.28 s (writes) of the cell's 1.29 s after the fleet's last answer.
 """
 from __future__ import annotations
 
