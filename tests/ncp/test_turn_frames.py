@@ -19,17 +19,13 @@ def _cell(tmp_path, on_episode):
     return run_episodes(client, [make_spec("m0"), make_spec("m1"), make_spec("m2")], setup, on_episode=on_episode)
 
 
-def test_the_frame_is_made_as_episodes_end_and_equals_the_rows_frame(tmp_path):
+def test_the_frame_is_made_as_episodes_end_and_equals_the_rows_frame(tmp_path, monkeypatch):
+    import wse_platform.ncp.turn_frames as tf
     frames, made_at_end = TurnFrames(), []
     result = _cell(tmp_path, frames.add)
     assert len(frames._made) == 3   # one frame per episode, made when it ended
-    import wse_platform.ncp.turn_frames as tf
-    real = tf.turn_frame
-    tf.turn_frame = lambda rows: made_at_end.append(len(rows)) or real(rows)
-    try:
-        got = frames.frame(result)
-    finally:
-        tf.turn_frame = real
+    monkeypatch.setattr(tf, "turn_frame", lambda rows: made_at_end.append(len(rows)) or turn_frame(rows))
+    got = frames.frame(result)
     assert made_at_end == []   # nothing left to make after the last answer
     assert got.equals(turn_frame(result.turn_rows()))
     assert got["spec_id"].unique(maintain_order=True).to_list() == ["m0", "m1", "m2"]
