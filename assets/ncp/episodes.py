@@ -20,6 +20,7 @@ from wse_platform.ncp.failures import (ANALYSIS_ABLATION, ANALYSIS_CELLS, ANALYS
                                        retry_round)
 from wse_platform.ncp.kept import answered, early_replays, keeping, replaying
 from wse_platform.ncp.reaudit import reaudit, transcripts_from_rows
+from wse_platform.ncp.turn_frames import TurnFrames
 
 GROUP = "ncp_bench"
 PROMPTS = [f"wse_platform/prompts/ncp/{n}.v1.md" for n in (
@@ -49,6 +50,16 @@ def _reaudit_in_run(context) -> bool:
     when the run names its assets without it (an empty or missing selection says nothing)."""
     selection = context.run.asset_selection
     return not selection or AssetKey("ncp_reaudit_episodes") in selection
+
+
+def _both(*calls):
+    """One `on_episode` callback calling each of `calls` that is not None, in order."""
+    calls = [c for c in calls if c is not None]
+
+    def each(runs) -> None:
+        for call in calls:
+            call(runs)
+    return each
 
 
 def _list_failed(wh, rows: list[dict], key: dict, round_: int) -> int:
@@ -104,14 +115,16 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                                  reaudit_auditors(s)[0], t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
                                  sampling=s.ncp.sampling)
                        if s.ncp.auditor is not None and _reaudit_in_run(context) else None)
+            frames = TurnFrames()   # each episode's turn rows as a frame when it ends, not after the last answer
             result = run_episodes(keeping(client, context.partition_key), specs, setup,
                                   progress=lambda n, N: context.log.info(f"NCP {model}/{arch}: episode {n}/{N} done"),
-                                  on_episode=replays)
+                                  on_episode=_both(replays, frames.add))
         eps = episode_frame(result.episode_rows())
-        turns = turn_frame(result.turn_rows())
-        n_eps = wh.replace_partition("ncp_episodes", eps, key)
-        n_turns = wh.replace_partition("ncp_turns", turns, key)
-        n_failed = _list_failed(wh, result.failed_rows(), fkey, round_)
+        turns = frames.frame(result)
+        with wh.held():   # one warehouse open for the three writes (the last cell's are after the last answer)
+            n_eps = wh.replace_partition("ncp_episodes", eps, key)
+            n_turns = wh.replace_partition("ncp_turns", turns, key)
+            n_failed = _list_failed(wh, result.failed_rows(), fkey, round_)
         if n_failed:
             context.log.warning(f"NCP {model}/{arch}: {n_failed} episode(s) without a result (see "
                                 "ncp_failed_episodes); the next run of this cell plays them again")
@@ -165,9 +178,10 @@ def build(settings: Settings, parts: BenchmarkPartitions) -> list:
                     res = reaudit(replay, specs, transcripts, auditor, t_max=s.ncp.t_max, prompts_dir=s.prompts_dir,
                                   sampling=s.ncp.sampling, early=early)
                 eps, turns = episode_frame(res.episode_rows()), turn_frame(res.turn_rows())
-                wh.replace_partition("ncp_reaudit_episodes", eps, key)
-                wh.replace_partition("ncp_reaudit_turns", turns, key)
-                n_failed += _list_failed(wh, res.failed_rows(), fkey, round_)
+                with wh.held():   # one warehouse open for the three writes
+                    wh.replace_partition("ncp_reaudit_episodes", eps, key)
+                    wh.replace_partition("ncp_reaudit_turns", turns, key)
+                    n_failed += _list_failed(wh, res.failed_rows(), fkey, round_)
                 eps_frames.append(eps)
                 turn_frames.append(turns)
                 per_auditor[auditor.auditor_id] = {str(k): int(v) for k, v in
