@@ -39,6 +39,7 @@ from wse_platform.llm.backends import (Backend, BackendCall, BackendResponse, Ba
 from wse_platform.llm.cache import LIVE_OWNERS, ResponseCache, content_key, dumps
 from wse_platform.llm.errors import LLMInfrastructureError, LLMTransportError
 from wse_platform.llm.journal import Journal
+from wse_platform.llm import trace
 from wse_platform.llm.limiter import take_hint
 from wse_platform.redact import redact_text, redact_url
 from wse_platform.llm.progress import BatchProgress, ProgressFn
@@ -194,6 +195,7 @@ class LLMClient:
 
     def complete_many(self, reqs: list[LLMRequest]) -> list[LLMResult]:
         """Answer every request; results come back in request order."""
+        trace.batch(len(reqs))
         states = [self._prepare(r) for r in reqs]
         if not states:
             return []
@@ -224,6 +226,7 @@ class LLMClient:
             raise
         progress.close()
         self._settle(force=False)
+        trace.batch_stamp("exit", end=True)
         return [s.result() for s in states]
 
     def _raise_infrastructure(self, pending: list[_State]) -> None:
@@ -623,6 +626,7 @@ class LLMClient:
                 self._finish(twin, resp, True, progress)
 
         TALLY.sending(len(calls))   # calls in flight to a model in this process (parallel_runs reads it)
+        trace.batch_stamp("call")
         try:
             responses = backend.generate(calls, on_result=on_result)
         except (BackendUnavailable, LLMInfrastructureError):
@@ -635,6 +639,7 @@ class LLMClient:
             TALLY.sending(-len(calls))
             raise
         TALLY.sending(-len(calls))
+        trace.batch_stamp("woke")
         for i, resp in enumerate(responses):
             on_result(i, resp)
         for i in range(len(group)):

@@ -7,6 +7,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from wse_platform.llm import trace
+
 _LOOP: asyncio.AbstractEventLoop | None = None
 _LOOP_LOCK = threading.Lock()
 
@@ -25,11 +27,17 @@ def run_batch(calls: Sequence[Any], on_result: Callable[[int, Any], None] | None
               call_one: Callable[[Any], Awaitable[Any]]) -> list[Any]:
     """Every call at once on the background loop (`call_one(call)` each); `on_result(i, response)` as
     each one finishes; the responses in input order."""
+    tid = threading.get_ident()   # the caller's conversation, for bench/chain_gap.py (trace.py)
+
     async def batch() -> list[Any]:
         async def run(i: int, call: Any) -> Any:
+            rec = trace.request(tid)
             resp = await call_one(call)
             if on_result is not None:
                 on_result(i, resp)
+            if rec is not None:
+                trace.stamp("done")
+                trace.write(rec)
             return resp
 
         if len(calls) == 1:

@@ -33,6 +33,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from wse_platform.llm import trace
 from wse_platform.llm.backends import pricing
 from wse_platform.llm.backends.aio import Got, run_batch
 from wse_platform.llm.backends.base import Backend, BackendCall, BackendResponse, OnResult, sample_seed
@@ -180,9 +181,14 @@ class OpenAIHTTPBackend(Backend):
                     wait = max(wait, last.retry_after)
                 await asyncio.sleep(min(wait, _MAX_RETRY_AFTER_S))
             try:
+                trace.stamp("ask")
                 async with self.limiter.slot(priority):
+                    trace.stamp("slot")
                     self.n_calls += 1
-                    return await self._once(body, headers)
+                    got = await self._once(body, headers)
+                    trace.stamp("answer")
+                trace.stamp("release")
+                return got
             except _Failed as err:
                 if not err.retry:
                     raise
