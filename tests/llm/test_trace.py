@@ -3,22 +3,9 @@ time stamps, and bench/chain_gap.py splits an answer -> the same thread's next r
 (issue 24: where the time between a conversation's answer and its next request goes)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 from tests.llm.conftest import make_settings
 from tests.llm.injecting_server import InjectingServer, reply
 from wse_platform.llm import LLMClient, LLMRequest, trace
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _chain_gap():
-    spec = importlib.util.spec_from_file_location("chain_gap", ROOT / "bench" / "chain_gap.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def test_a_conversations_requests_are_traced_and_split_into_parts(tmp_path, monkeypatch):
     monkeypatch.setattr(trace, "FOLDER", str(tmp_path / "trace"))
@@ -31,7 +18,7 @@ def test_a_conversations_requests_are_traced_and_split_into_parts(tmp_path, monk
             assert client.complete(LLMRequest(role="endings.judge", model="judge", choices=["Y", "N"],
                                               messages=[{"role": "user", "content": f"turn {i}"}])).ok
         client.close()
-    chain_gap = _chain_gap()
+    from bench import chain_gap   # the script under test (bench/ is importable from the repository root)
     batches, reqs = chain_gap.load(tmp_path / "trace")
     assert len(batches) == 3 and len(reqs) == 3
     for r in reqs:
