@@ -7,6 +7,7 @@ from tests.llm.conftest import make_settings
 from tests.llm.injecting_server import InjectingServer, reply
 from wse_platform.llm import LLMClient, LLMRequest, trace
 
+
 def test_a_conversations_requests_are_traced_and_split_into_parts(tmp_path, monkeypatch):
     monkeypatch.setattr(trace, "FOLDER", str(tmp_path / "trace"))
     with InjectingServer([reply("Y")] * 3, delay_s=0.3) as srv:
